@@ -1,0 +1,44 @@
+# rflow — build, test, benchmark.
+GO        ?= go
+TOOLS     := $(CURDIR)/.tools
+ANVIL     := $(TOOLS)/node_modules/.bin/anvil
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+TESTFLAGS ?= -timeout 25m
+
+.PHONY: build test tools bench soak lint fuzz clean
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/rflow ./cmd/rflow
+
+# The one test command. It installs the test chain node (anvil) from npm first.
+test: tools
+	RFLOW_ANVIL=$(ANVIL) $(GO) test $(TESTFLAGS) ./...
+
+# anvil (and solc-js, to rebuild the test contract) from npm, pinned.
+tools: $(ANVIL)
+$(ANVIL):
+	mkdir -p $(TOOLS)
+	cd $(TOOLS) && npm install --no-audit --no-fund --silent \
+		@foundry-rs/anvil-linux-amd64@1.7.1 solc@0.8.37
+
+bench: tools
+	RFLOW_ANVIL=$(ANVIL) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/...
+
+soak: tools
+	RFLOW_ANVIL=$(ANVIL) RFLOW_SOAK=large $(GO) test -run Soak -timeout 60m -v ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Run every fuzz target briefly (FUZZTIME each).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list 'Fuzz.*' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean:
+	rm -rf bin $(TOOLS)

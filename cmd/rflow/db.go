@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// database is an open connection pool plus whatever must be stopped with it
+// (the embedded Postgres, when no URL was given).
+type database struct {
+	Pool     *pgxpool.Pool
+	URL      string
+	Embedded *store.LocalPostgres
+}
+
+func (d *database) Close() {
+	d.Pool.Close()
+	if d.Embedded != nil {
+		_ = d.Embedded.Stop(context.Background())
+	}
+}
+
+// openDatabase connects to --database-url, or starts the embedded Postgres
+// for project when none is given. It does not migrate.
+func openDatabase(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
+	db := &database{URL: c.String("database-url")}
+	if db.URL == "" {
+		dir, err := embeddedDataDir(project)
+		if err != nil {
+			return nil, err
+		}
+		lp, err := store.StartLocal(c.Context, store.LocalOptions{Dir: dir, Logger: logger})
+		if err != nil {
+			return nil, fmt.Errorf("embedded postgres: %w", err)
+		}
+		db.Embedded = lp
+		db.URL = lp.URL("postgres")
+	}
+	pool, err := connect(c.Context, db.URL)
+	if err != nil {
+		if db.Embedded != nil {
+			_ = db.Embedded.Stop(context.Background())
+		}
+		return nil, err
+	}
+	db.Pool = pool
+	return db, nil
+}
+
+// connect opens a pool and proves the server answers, so an unreachable
+// database is one clear line rather than a failure later on.
+func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database URL is not valid: %s", cleanPgError(err))
+	}
+	cfg.ConnConfig.ConnectTimeout = 5e9
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database: %s", cleanPgError(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database at %s: %s (check --database-url / DATABASE_URL and that the server is running)",
+			cfg.ConnConfig.Host, cleanPgError(err))
+	}
+	return pool, nil
+}
+
+// cleanPgError keeps the last, most specific part of a pgconn error and
+// never includes the password.
+func cleanPgError(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && errors.Unwrap(err) != nil {
+		msg = msg[i+2:]
+	}
+	return msg
+}
+
+// embeddedDataDir is where the embedded Postgres keeps its data for project:
+// $XDG_DATA_HOME/rflow/<project>, else ~/.local/share/rflow/<project>. As root
+// without XDG_DATA_HOME it is /var/lib/rflow/<project>, because the server
+// runs as an unprivileged user that cannot enter /root.
+func embeddedDataDir(project string) (string, error) {
+	if project == "" {
+		project = "default"
+	}
+	base := os.Getenv("XDG_DATA_HOME")
+	switch {
+	case base != "":
+	case os.Geteuid() == 0:
+		base = "/var/lib"
+	default:
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("find a data directory: %w (set XDG_DATA_HOME or DATABASE_URL)", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	dir := filepath.Join(base, "rflow", project)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("create data directory: %w", err)
+	}
+	return dir, nil
+}
+
+func newLogger(c *cli.Context) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+}

@@ -1,0 +1,140 @@
+// Command rflow is the rflow CLI: an exactly-once workflow engine for
+// on-chain automation. Each command parses its flags, calls one package
+// function, and prints the result.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes: 0 ok, 1 failure (including validation errors), 2 usage.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the CLI and returns the process exit code. It never lets a
+// panic or a stack trace reach the user.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "rflow: internal error: %v (please report this)\n", r)
+			code = exitFailure
+		}
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var unknown string
+	app := newApp(stdout, stderr)
+	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
+	err := app.RunContext(ctx, args)
+	if err == nil && unknown != "" {
+		err = usagef("unknown command %q", unknown)
+	}
+	if err == nil {
+		return 0
+	}
+	var exitErr cli.ExitCoder
+	if errors.As(err, &exitErr) {
+		if msg := exitErr.Error(); msg != "" {
+			fmt.Fprintln(stderr, "rflow:", msg)
+		}
+		return exitErr.ExitCode()
+	}
+	var uerr usageError
+	if errors.As(err, &uerr) {
+		fmt.Fprintf(stderr, "rflow: %v\nRun 'rflow --help' for usage.\n", err)
+		return exitUsage
+	}
+	fmt.Fprintln(stderr, "rflow:", err)
+	return exitFailure
+}
+
+// usageError marks a mistake in how the command was invoked (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:                 "rflow",
+		Usage:                "exactly-once workflows for on-chain automation",
+		Version:              version,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		HideVersion:          true,
+		EnableBashCompletion: false,
+		Flags: []cli.Flag{
+			&cli.StringFlag{
+				Name:    "database-url",
+				Usage:   "Postgres URL (absent: an embedded local Postgres)",
+				EnvVars: []string{"DATABASE_URL"},
+			},
+			&cli.StringFlag{
+				Name:    "log-level",
+				Usage:   "debug, info, warn or error",
+				Value:   "info",
+				EnvVars: []string{"RFLOW_LOG_LEVEL"},
+			},
+		},
+		Commands: []*cli.Command{
+			versionCommand(),
+			migrateCommand(),
+		},
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*cli.Context, error) {}, // run() reports errors
+	}
+	setUsageHandlers(app.Commands)
+	return app
+}
+
+// setUsageHandlers makes flag errors in every (sub)command exit with code 2.
+func setUsageHandlers(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		if c.Action == nil && len(c.Subcommands) > 0 {
+			sub := c
+			c.Action = func(ctx *cli.Context) error {
+				if ctx.NArg() > 0 {
+					return usagef("%s: unknown command %q", sub.FullName(), ctx.Args().First())
+				}
+				return cli.ShowSubcommandHelp(ctx)
+			}
+		}
+		setUsageHandlers(c.Subcommands)
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the rflow version",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintln(c.App.Writer, "rflow", version)
+			return nil
+		},
+	}
+}
