@@ -1,0 +1,234 @@
+// Package anviltest starts a real anvil node for tests, on a free loopback
+// port, and stops it when the test ends. The binary comes from RFLOW_ANVIL,
+// then .tools/node_modules/.bin/anvil in the module (installed by `make
+// tools`), then PATH.
+package anviltest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// ChainID is the chain id every test node uses.
+const ChainID = 31337
+
+// DevKeys are anvil's well-known funded development keys (from its default
+// mnemonic). They hold test ether only.
+var DevKeys = []string{
+	"ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80",
+	"59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
+	"5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a",
+	"7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6",
+	"47e179ec197488593b187f80a00eb0da91f1b9d0b13f8733639f19c30a34926a",
+}
+
+// Node is a running anvil.
+type Node struct {
+	t    testing.TB
+	Port int
+	URL  string
+	cmd  *exec.Cmd
+	args []string
+	bin  string
+	done chan struct{}
+}
+
+// Options tune the node.
+type Options struct {
+	// NoMining starts with automine off (blocks only via Mine).
+	NoMining bool
+	// BlockTime mines a block every interval (0: automine per transaction).
+	BlockTime time.Duration
+	// Port fixes the port (0 picks a free one); a restarted node keeps it.
+	Port int
+}
+
+// Binary returns the anvil executable to use, or an error saying how to
+// install it.
+func Binary() (string, error) {
+	if p := os.Getenv("RFLOW_ANVIL"); p != "" {
+		return p, nil
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, ".tools", "node_modules", ".bin", "anvil")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("anvil"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("anvil not found: run `make tools` (npm @foundry-rs/anvil-linux-amd64@1.7.1) or set RFLOW_ANVIL")
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
+
+// Start launches anvil and waits until it answers JSON-RPC. It is stopped
+// when the test ends.
+func Start(t testing.TB, opts Options) *Node {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := opts.Port
+	if port == 0 {
+		port = freePort(t)
+	}
+	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--chain-id", strconv.Itoa(ChainID),
+		"--accounts", "10", "--silent"}
+	if opts.NoMining {
+		args = append(args, "--no-mining")
+	}
+	if opts.BlockTime > 0 {
+		args = append(args, "--block-time", strconv.FormatFloat(opts.BlockTime.Seconds(), 'f', -1, 64))
+	}
+	n := &Node{t: t, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), args: args, bin: bin}
+	n.start()
+	t.Cleanup(n.Stop)
+	return n
+}
+
+func (n *Node) start() {
+	n.t.Helper()
+	cmd := exec.Command(n.bin, n.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("start anvil: %v", err)
+	}
+	n.cmd, n.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(n.done) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := rpc.Dial(n.URL)
+		if err == nil {
+			var id hexutil.Uint64
+			err = c.Call(&id, "eth_chainId")
+			c.Close()
+			if err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("anvil did not answer on %s: %v", n.URL, err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// Stop kills the node (state is lost). Safe to call twice.
+func (n *Node) Stop() {
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Kill()
+	<-n.done
+	n.cmd = nil
+}
+
+// Restart stops the node and starts a fresh one (empty chain) on the same port.
+func (n *Node) Restart() {
+	n.Stop()
+	n.start()
+}
+
+// Client dials the node with go-ethereum's ethclient.
+func (n *Node) Client() *ethclient.Client {
+	n.t.Helper()
+	c, err := ethclient.Dial(n.URL)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(c.Close)
+	return c
+}
+
+// Call makes a raw JSON-RPC call and fails the test on error.
+func (n *Node) Call(result any, method string, args ...any) {
+	n.t.Helper()
+	c, err := rpc.Dial(n.URL)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.CallContext(ctx, result, method, args...); err != nil {
+		n.t.Fatalf("%s: %v", method, err)
+	}
+}
+
+// Mine mines blocks blocks.
+func (n *Node) Mine(blocks int) {
+	n.t.Helper()
+	n.Call(nil, "anvil_mine", hexutil.Uint64(blocks))
+}
+
+// SetAutomine turns automine on or off.
+func (n *Node) SetAutomine(on bool) {
+	n.t.Helper()
+	n.Call(nil, "evm_setAutomine", on)
+}
+
+// Reorg replaces the newest depth blocks with new empty ones (anvil_reorg).
+func (n *Node) Reorg(depth int) {
+	n.t.Helper()
+	n.Call(nil, "anvil_reorg", depth, []any{})
+}
+
+// BlockNumber returns the current head.
+func (n *Node) BlockNumber() uint64 {
+	n.t.Helper()
+	var b hexutil.Uint64
+	n.Call(&b, "eth_blockNumber")
+	return uint64(b)
+}
+
+// Key returns dev key i and its address.
+func Key(t testing.TB, i int) (*ecdsa.PrivateKey, common.Address) {
+	t.Helper()
+	k, err := crypto.HexToECDSA(DevKeys[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, crypto.PubkeyToAddress(k.PublicKey)
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
