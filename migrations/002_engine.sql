@@ -6,7 +6,11 @@ ALTER TABLE rflow.workflow_runs
     ADD COLUMN block_number bigint,
     ADD COLUMN block_hash   text,
     ADD COLUMN orphaned_at  timestamptz,
-    ADD COLUMN wake_at      timestamptz;
+    ADD COLUMN wake_at      timestamptz,
+    -- goto jumps taken so far; step keys after the n-th jump carry @n, so a
+    -- step revisited by a loop journals under a fresh key.
+    ADD COLUMN epoch        integer     NOT NULL DEFAULT 0,
+    ADD COLUMN failed_step  text;
 
 -- Operator queries: stuck/incomplete runs, a workflow's failed runs, newest first.
 CREATE INDEX workflow_runs_incomplete ON rflow.workflow_runs (updated_at)

@@ -30,12 +30,17 @@ type ClaimedRun struct {
 	Index      int // position of the claim in the batch
 	Workflow   string
 	Generation int64
+	// Paused runs wait in status queued with no job until the workflow is
+	// resumed (see StartablePausedRuns).
+	Paused bool
 }
 
 // ClaimRuns is the claim gate: it inserts one run per claim with
 // INSERT … ON CONFLICT (workflow_name, trigger_key) DO NOTHING in tx and
 // returns only the claims that created a run. Claims for unknown workflows
-// are dropped; the run pins the workflow's current generation. The caller
+// are dropped; the run pins the workflow's current generation. Claims for a
+// paused workflow still pass the gate (so nothing is lost) and are started
+// on resume. The caller
 // enqueues the first step in the same tx, so a run and its first job commit
 // together or not at all.
 func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, error) {
@@ -74,7 +79,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 		JOIN rflow.workflows w ON w.name = c.workflow
 		ORDER BY c.ord
 		ON CONFLICT (workflow_name, trigger_key) DO NOTHING
-		RETURNING id, workflow_name, generation`,
+		RETURNING id, workflow_name, generation, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,
 		ids, wfs, keys, kinds, payloads, chainIDs, blocks, hashes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d run(s): %w", n, err)
@@ -85,7 +90,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	}
 	var out []ClaimedRun
 	var r ClaimedRun
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Generation}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Generation, &r.Paused}, func() error {
 		r.Index = index[r.ID]
 		out = append(out, r)
 		return nil

@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Run statuses.
+const (
+	RunQueued          = "queued"
+	RunRunning         = "running"
+	RunWaitingDelay    = "waiting_delay"
+	RunWaitingTx       = "waiting_tx"
+	RunWaitingEvent    = "waiting_event"
+	RunWaitingApproval = "waiting_approval"
+	RunCompleted       = "completed"
+	RunFailed          = "failed"
+	RunCancelled       = "cancelled"
+)
+
+// RunTerminal reports whether a run in status can no longer change (short of
+// an operator's retry of a failed run).
+func RunTerminal(status string) bool {
+	return status == RunCompleted || status == RunFailed || status == RunCancelled
+}
+
+// Run is one workflow run: the claimed trigger occurrence and where its
+// execution stands.
+type Run struct {
+	ID          uuid.UUID       `json:"id"`
+	Workflow    string          `json:"workflow"`
+	Generation  int64           `json:"generation"`
+	Attempt     int             `json:"attempt"`
+	TriggerKey  string          `json:"trigger_key"`
+	TriggerKind string          `json:"trigger_kind"`
+	Trigger     json.RawMessage `json:"trigger"`
+	Status      string          `json:"status"`
+	Position    *string         `json:"position,omitempty"`
+	Epoch       int             `json:"-"`
+	Error       *string         `json:"error,omitempty"`
+	FailedStep  *string         `json:"failed_step,omitempty"`
+	ChainID     *int64          `json:"chain_id,omitempty"`
+	BlockNumber *int64          `json:"block_number,omitempty"`
+	OrphanedAt  *time.Time      `json:"orphaned_at,omitempty"`
+	WakeAt      *time.Time      `json:"wake_at,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+}
+
+const runColumns = `id, workflow_name, generation, attempt, trigger_key, trigger_kind, trigger, status, position,
+	epoch, error, failed_step, chain_id, block_number, orphaned_at, wake_at, created_at, updated_at, finished_at`
+
+func scanRun(row pgx.Row) (*Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.Workflow, &r.Generation, &r.Attempt, &r.TriggerKey, &r.TriggerKind, &r.Trigger,
+		&r.Status, &r.Position, &r.Epoch, &r.Error, &r.FailedStep, &r.ChainID, &r.BlockNumber, &r.OrphanedAt,
+		&r.WakeAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+	return &r, err
+}
+
+// GetRun loads one run. With forUpdate it locks the row for the rest of tx.
+func GetRun(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Run, error) {
+	q := `SELECT ` + runColumns + ` FROM rflow.workflow_runs WHERE id = $1`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	r, err := scanRun(db.QueryRow(ctx, q, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// RunFilter selects runs for ListRuns.
+type RunFilter struct {
+	Workflow string
+	Status   string
+	Limit    int
+	// Before pages backwards: runs created strictly before this run.
+	Before *uuid.UUID
+}
+
+// ListRuns returns runs, newest first.
+func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 50
+	}
+	rows, err := db.Query(ctx, `
+		SELECT `+runColumns+` FROM rflow.workflow_runs
+		WHERE ($1 = '' OR workflow_name = $1)
+		  AND ($2 = '' OR status = $2)
+		  AND ($3::uuid IS NULL OR id < $3)
+		ORDER BY id DESC
+		LIMIT $4`, f.Workflow, f.Status, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+}
+
+// RunUpdate is the new state of a run, written by the engine together with
+// the step outcome that caused it.
+type RunUpdate struct {
+	Status     string
+	Position   string
+	Epoch      int
+	Error      *string
+	FailedStep *string
+	WakeAt     *time.Time
+}
+
+// UpdateRun writes u to a run that is not yet terminal and still at attempt.
+// It reports false when the run moved on (cancelled, retried): the caller
+// must roll back.
+func UpdateRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, attempt int, u RunUpdate) (bool, error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs
+		SET status = $3, position = NULLIF($4, ''), epoch = $5, error = $6, failed_step = $7, wake_at = $8,
+			updated_at = now(),
+			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
+		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled')`,
+		id, attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
+	if err != nil {
+		return false, fmt.Errorf("update run %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CancelRun marks a run cancelled unless it already finished. Jobs still
+// queued for it become no-ops when they see the status.
+func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
+	r, err := GetRun(ctx, tx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	if RunTerminal(r.Status) {
+		return r, fmt.Errorf("run %s is already %s", id, r.Status)
+	}
+	_, err = tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs SET status = 'cancelled', updated_at = now(), finished_at = now(), wake_at = NULL
+		WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	_, err = tx.Exec(ctx, `
+		UPDATE rflow.step_runs SET status = 'cancelled', finished_at = now()
+		WHERE run_id = $1 AND status IN ('queued', 'running', 'retrying', 'waiting')`, id)
+	if err != nil {
+		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return GetRun(ctx, tx, id, false)
+}
+
+// ReopenRun prepares a failed run for an operator's retry: it bumps the run's
+// attempt (so jobs of the previous attempt become stale no-ops), clears the
+// error and makes the failed step runnable again at a new attempt. Completed
+// steps are untouched, so they never re-run. It returns the run and the step
+// key to resume from.
+func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, error) {
+	r, err := GetRun(ctx, tx, id, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Status != RunFailed {
+		return nil, nil, fmt.Errorf("run %s is %s: only failed runs can be retried", id, r.Status)
+	}
+	if r.FailedStep == nil {
+		return nil, nil, fmt.Errorf("run %s has no failed step to resume from", id)
+	}
+	step, err := GetStep(ctx, tx, id, *r.FailedStep)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = tx.QueryRow(ctx, `
+		UPDATE rflow.step_runs SET attempt = attempt + 1, status = 'queued', error = NULL, output = NULL,
+			started_at = NULL, finished_at = NULL
+		WHERE run_id = $1 AND step_key = $2 RETURNING attempt`, id, step.Key).Scan(&step.Attempt)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reopen step %s: %w", step.Key, err)
+	}
+	step.Status, step.Error = StepQueued, nil
+	// Steps of the finally block that ran for the failed attempt run again
+	// after the retried attempt (they are about the run's end, which moved).
+	_, err = tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
+			finished_at = NULL, updated_at = now()
+		WHERE id = $1`, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reopen run %s: %w", id, err)
+	}
+	r.Attempt++
+	r.Status, r.Error, r.FailedStep = RunRunning, nil, nil
+	return r, step, nil
+}
+
+// PausedRuns returns runs of workflow claimed while it was paused, which
+// have not started yet.
+func PausedRuns(ctx context.Context, db DBTX, workflow string) ([]*Run, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+runColumns+` FROM rflow.workflow_runs r
+		WHERE workflow_name = $1 AND status = 'queued' AND position IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM rflow.step_runs s WHERE s.run_id = r.id)
+		ORDER BY id`, workflow)
+	if err != nil {
+		return nil, fmt.Errorf("paused runs of %s: %w", workflow, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+}
