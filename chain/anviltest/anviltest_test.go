@@ -18,3 +18,13 @@ func TestStartMineReorg(t *testing.T) {
 	n.Restart()
 	require.Equal(t, uint64(0), n.BlockNumber())
 }
+
+func TestDeployEmitter(t *testing.T) {
+	t.Parallel()
+	n := anviltest.Start(t, anviltest.Options{})
+	e := anviltest.DeployEmitter(t, n)
+	r := e.EmitMany(300, 1)
+	require.Len(t, r.Logs, 300)
+	require.Equal(t, e.Address, r.Logs[0].Address)
+	require.Equal(t, e.ABI.Events["Deposit"].ID, r.Logs[0].Topics[0])
+}
