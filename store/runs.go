@@ -189,8 +189,6 @@ func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, er
 		return nil, nil, fmt.Errorf("reopen step %s: %w", step.Key, err)
 	}
 	step.Status, step.Error = StepQueued, nil
-	// Steps of the finally block that ran for the failed attempt run again
-	// after the retried attempt (they are about the run's end, which moved).
 	_, err = tx.Exec(ctx, `
 		UPDATE rflow.workflow_runs SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
 			finished_at = NULL, updated_at = now()
@@ -201,6 +199,17 @@ func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, er
 	r.Attempt++
 	r.Status, r.Error, r.FailedStep = RunRunning, nil, nil
 	return r, step, nil
+}
+
+// RunByKey returns the id of the run that holds a trigger key.
+func RunByKey(ctx context.Context, db DBTX, workflow, key string) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := db.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs WHERE workflow_name = $1 AND trigger_key = $2`,
+		workflow, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, fmt.Errorf("run of %s with key %s: %w", workflow, key, ErrNotFound)
+	}
+	return id, err
 }
 
 // PausedRuns returns runs of workflow claimed while it was paused, which

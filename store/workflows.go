@@ -22,38 +22,44 @@ type WorkflowRow struct {
 	Spec       []byte    `json:"-"`
 }
 
+// Deployed is the outcome of a deploy.
+type Deployed struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	Changed    bool   `json:"changed"`
+}
+
 // DeployWorkflow stores spec as the current definition of name. The
 // generation increases only when the spec hash changes, and every generation
 // stays loadable so runs in flight keep executing the spec they were claimed
 // under. It reports the resulting generation and whether it changed.
-func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (int64, bool, error) {
+func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (Deployed, error) {
 	var gen int64
-	var inserted bool
 	err := tx.QueryRow(ctx, `
 		INSERT INTO rflow.workflows AS w (name, generation, spec_hash, spec)
 		VALUES ($1, 1, $2, $3)
 		ON CONFLICT (name) DO UPDATE
 			SET generation = w.generation + 1, spec_hash = EXCLUDED.spec_hash, spec = EXCLUDED.spec, updated_at = now()
 			WHERE w.spec_hash <> EXCLUDED.spec_hash
-		RETURNING generation, (xmax = 0)`, name, hash, spec).Scan(&gen, &inserted)
+		RETURNING generation`, name, hash, spec).Scan(&gen)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Same hash: nothing changed.
 		err = tx.QueryRow(ctx, `SELECT generation FROM rflow.workflows WHERE name = $1`, name).Scan(&gen)
 		if err != nil {
-			return 0, false, fmt.Errorf("deploy %s: %w", name, err)
+			return Deployed{}, fmt.Errorf("deploy %s: %w", name, err)
 		}
-		return gen, false, nil
+		return Deployed{Name: name, Generation: gen}, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("deploy %s: %w", name, err)
+		return Deployed{}, fmt.Errorf("deploy %s: %w", name, err)
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO rflow.workflow_generations (workflow_name, generation, spec_hash, spec)
 		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, name, gen, hash, spec)
 	if err != nil {
-		return 0, false, fmt.Errorf("deploy %s: record generation: %w", name, err)
+		return Deployed{}, fmt.Errorf("deploy %s: record generation: %w", name, err)
 	}
-	return gen, true, nil
+	return Deployed{Name: name, Generation: gen, Changed: true}, nil
 }
 
 // WorkflowSpec loads the spec of one generation of a workflow.
