@@ -1,0 +1,346 @@
+package relayer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// jobTimeout bounds one run of a relayer job: a few RPC calls and a commit.
+const jobTimeout = 30 * time.Second
+
+// BroadcastArgs is the job that takes a queued send to its first broadcast:
+// simulate, reserve a nonce, sign, record, send. It then hands the send to a
+// MonitorArgs job.
+type BroadcastArgs struct {
+	TxID uuid.UUID `json:"tx_id"`
+}
+
+// Kind is the River job kind.
+func (BroadcastArgs) Kind() string { return "relayer_broadcast" }
+
+// MonitorArgs is the job that follows a broadcast send to a final state. It
+// polls by snoozing itself, so one job lives for the whole wait.
+type MonitorArgs struct {
+	TxID uuid.UUID `json:"tx_id"`
+}
+
+// Kind is the River job kind.
+func (MonitorArgs) Kind() string { return "relayer_monitor" }
+
+// AddWorkers registers the relayer's broadcast and monitor workers.
+func (r *Relayer) AddWorkers(w *river.Workers) {
+	river.AddWorker(w, &broadcastWorker{r: r})
+	river.AddWorker(w, &monitorWorker{r: r})
+}
+
+type broadcastWorker struct {
+	river.WorkerDefaults[BroadcastArgs]
+	r *Relayer
+}
+
+func (w *broadcastWorker) Timeout(*river.Job[BroadcastArgs]) time.Duration { return jobTimeout }
+
+func (w *broadcastWorker) Work(ctx context.Context, job *river.Job[BroadcastArgs]) error {
+	return w.r.broadcast(ctx, job)
+}
+
+type monitorWorker struct {
+	river.WorkerDefaults[MonitorArgs]
+	r *Relayer
+}
+
+func (w *monitorWorker) Timeout(*river.Job[MonitorArgs]) time.Duration { return jobTimeout }
+
+func (w *monitorWorker) Work(ctx context.Context, job *river.Job[MonitorArgs]) error {
+	return w.r.monitor(ctx, job)
+}
+
+// owned loads the send a job works on. It returns nil when there is nothing
+// for this job to do: the send is final or another job drives it (this one
+// is a duplicate or was superseded by Recover).
+func (r *Relayer) owned(ctx context.Context, txID uuid.UUID, jobID int64) (*store.RelayerTx, error) {
+	row, err := store.RelayerTxByID(ctx, r.cfg.Pool, txID)
+	if errors.Is(err, store.ErrRelayerTxNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if row.Final() || row.JobID == nil || *row.JobID != jobID {
+		return nil, nil
+	}
+	if ok, err := store.TouchRelayerTx(ctx, r.cfg.Pool, txID, jobID); err != nil || !ok {
+		return nil, err
+	}
+	return row, nil
+}
+
+func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) error {
+	row, err := r.owned(ctx, job.Args.TxID, job.ID)
+	if err != nil || row == nil {
+		return err
+	}
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
+	}
+	if row.Nonce == nil {
+		switch {
+		case row.CancelRequestedAt != nil:
+			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
+		case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
+			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
+		}
+		sim, err := estimate(ctx, b, callMsg(row))
+		if err != nil {
+			return r.later(ctx, row.TxID, err)
+		}
+		simJSON, err := json.Marshal(sim)
+		if err != nil {
+			return err
+		}
+		if row.DryRun {
+			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerSimulated, Error: sim.Reason(), Simulation: simJSON})
+		}
+		if sim.Failed() {
+			r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
+			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
+		}
+		gasLimit := sim.GasEstimate + sim.GasEstimate/5
+		if row.GasLimit != nil {
+			gasLimit = uint64(*row.GasLimit)
+		}
+		f, err := market(ctx, b, gasLimit)
+		if err != nil {
+			return r.later(ctx, row.TxID, err)
+		}
+		limit := row.FeeCap
+		if limit == nil {
+			limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
+		}
+		pending, err := b.PendingNonceAt(ctx, w.Address())
+		if err != nil {
+			return r.later(ctx, row.TxID, fmt.Errorf("pending nonce: %w", err))
+		}
+		r.crashAt("relayer.before-nonce")
+		if row, err = r.reserveNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
+			return err
+		}
+	}
+	r.crashAt("relayer.after-nonce")
+	signed, err := r.current(ctx, w, row)
+	if err != nil {
+		return err
+	}
+	r.crashAt("relayer.before-send")
+	class, sendErr := r.send(ctx, b, signed)
+	r.crashAt("relayer.after-send")
+	return handOff(ctx, r, job, row.TxID, MonitorArgs{TxID: row.TxID}, func(tx pgx.Tx) error {
+		return r.recordSend(ctx, tx, row.TxID, signed.Hash(), class, sendErr)
+	})
+}
+
+func callMsg(row *store.RelayerTx) ethereum.CallMsg {
+	to := common.HexToAddress(row.To)
+	return ethereum.CallMsg{From: common.HexToAddress(row.From), To: &to, Value: row.Value, Data: row.Data}
+}
+
+// reserveNonce gives the send a nonce under the nonce row's lock, with the
+// fees to sign with, and commits both before anything is signed. When
+// replacing is non-nil the send's nonce was used by someone else and is
+// swapped for a new one; otherwise the send must have no nonce yet (if it
+// already has one, e.g. a duplicate job got there first, that one is kept).
+// It returns nil when the send is no longer this job's to drive.
+func (r *Relayer) reserveNonce(ctx context.Context, jobID int64, txID uuid.UUID, replacing *int64, pending uint64, f fees, limit *big.Int) (*store.RelayerTx, error) {
+	var out *store.RelayerTx
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		cur, err := store.LockRelayerTx(ctx, tx, txID)
+		if err != nil {
+			return err
+		}
+		if cur.Final() || cur.JobID == nil || *cur.JobID != jobID {
+			return nil
+		}
+		same := (cur.Nonce == nil && replacing == nil) || (cur.Nonce != nil && replacing != nil && *cur.Nonce == *replacing)
+		if !same {
+			out = cur
+			return nil
+		}
+		n, err := store.ReserveNonce(ctx, tx, cur.From, cur.ChainID, pending)
+		if err != nil {
+			return err
+		}
+		out, err = store.SetRelayerTxNonce(ctx, tx, txID, n, f.row(), limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reserve nonce for %s: %w", txID, err)
+	}
+	if out != nil && out.Nonce != nil {
+		r.log.Debug("nonce reserved", "external_id", out.ExternalID, "nonce", *out.Nonce)
+	}
+	return out, nil
+}
+
+// current returns the signed transaction to send for the send's nonce: the
+// latest one recorded (after a crash, the very bytes that may already be out
+// there), else a newly signed one, recorded before it is returned.
+func (r *Relayer) current(ctx context.Context, w *Wallet, row *store.RelayerTx) (*types.Transaction, error) {
+	bs, err := store.RelayerBroadcasts(ctx, r.cfg.Pool, row.TxID)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(bs) - 1; i >= 0; i-- {
+		if bs[i].Nonce == *row.Nonce {
+			return decodeRaw(bs[i].Raw)
+		}
+	}
+	f := fees{GasLimit: uint64(*row.GasLimit), MaxFee: row.MaxFee, Tip: row.MaxPriorityFee, GasPrice: row.GasPrice}
+	return r.signRecord(ctx, w, row, "send", f)
+}
+
+// signRecord signs the send (kind "send") or a 0-value self-transfer at its
+// nonce (kind "cancel") with fees f and records it before it can be sent.
+func (r *Relayer) signRecord(ctx context.Context, w *Wallet, row *store.RelayerTx, kind string, f fees) (*types.Transaction, error) {
+	to, value, data := common.HexToAddress(row.To), row.Value, row.Data
+	if kind == "cancel" {
+		to, value, data = w.Address(), new(big.Int), nil
+	}
+	signed, err := w.sign(unsigned(uint64(row.ChainID), uint64(*row.Nonce), to, value, data, f), uint64(row.ChainID))
+	if err != nil {
+		return nil, fmt.Errorf("sign %s: %w", row.TxID, err)
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	err = store.RecordBroadcast(ctx, r.cfg.Pool, store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID,
+		Kind: kind, Nonce: *row.Nonce, Gas: f.row(), Raw: raw})
+	if err != nil {
+		return nil, err
+	}
+	return signed, nil
+}
+
+func decodeRaw(raw []byte) (*types.Transaction, error) {
+	tx := new(types.Transaction)
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return nil, fmt.Errorf("decode recorded transaction: %w", err)
+	}
+	return tx, nil
+}
+
+// send calls eth_sendRawTransaction and sorts the outcome.
+func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction) (sendClass, error) {
+	err := b.SendTransaction(ctx, signed)
+	class := classifySend(err)
+	if err != nil {
+		r.log.Info("broadcast refused", "hash", signed.Hash(), "nonce", signed.Nonce(), "class", class.String(), "error", err)
+	}
+	return class, err
+}
+
+// recordSend writes a send attempt's outcome: accepted moves the send to
+// in_mempool; a refusal is kept as the send's error for the monitor to act on.
+func (r *Relayer) recordSend(ctx context.Context, q store.DBTX, txID uuid.UUID, hash common.Hash, class sendClass, err error) error {
+	if class == sendOK || class == sendKnown {
+		return store.MarkBroadcastSent(ctx, q, txID, hash.Hex())
+	}
+	return store.SetRelayerTxError(ctx, q, txID, fmt.Sprintf("broadcast %s: %s: %v", hash.Hex(), class, err))
+}
+
+// later records a transient failure and retries the job after the poll
+// interval (snoozing does not use up attempts).
+func (r *Relayer) later(ctx context.Context, txID uuid.UUID, cause error) error {
+	r.log.Warn("relayer step will be retried", "tx_id", txID, "error", cause)
+	if err := store.SetRelayerTxError(ctx, r.cfg.Pool, txID, cause.Error()); err != nil {
+		return err
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// finish completes job and moves the send to a final status in one
+// transaction, running the FinalHook inside it. A stale job (the send is
+// final already or driven by another job) only completes itself.
+func finish[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T], txID uuid.UUID, f store.RelayerFinal) error {
+	tx, err := r.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := completeFirst(ctx, tx, job); err != nil {
+		return err
+	}
+	row, err := store.FinishRelayerTx(ctx, tx, txID, job.ID, f)
+	if err != nil {
+		return err
+	}
+	if row != nil {
+		t, err := fromRow(row)
+		if err != nil {
+			return err
+		}
+		if r.cfg.OnFinal != nil {
+			if err := r.cfg.OnFinal(ctx, tx, t); err != nil {
+				return fmt.Errorf("relayer final hook for %s: %w", row.ExternalID, err)
+			}
+		}
+		r.log.Info("send final", "external_id", row.ExternalID, "tx_id", row.TxID, "status", row.Status, "hash", t.Hash)
+	}
+	return tx.Commit(ctx)
+}
+
+// handOff completes job and, if the job still drives the send, applies
+// update and starts next as the send's new driver, all in one transaction.
+func handOff[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T], txID uuid.UUID, next river.JobArgs, update func(pgx.Tx) error) error {
+	tx, err := r.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := completeFirst(ctx, tx, job); err != nil {
+		return err
+	}
+	cur, err := store.LockRelayerTx(ctx, tx, txID)
+	if err != nil {
+		return err
+	}
+	if !cur.Final() && cur.JobID != nil && *cur.JobID == job.ID {
+		if err := update(tx); err != nil {
+			return err
+		}
+		if err := r.startJob(ctx, tx, txID, next); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// completeFirst marks the job completed in tx; it must come first in the
+// transaction (it locks the job row), and the transaction may only commit if
+// the job really is completed now (River may have rescued it meanwhile).
+func completeFirst[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T]) error {
+	done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+	if err != nil {
+		return fmt.Errorf("complete job %d: %w", job.ID, err)
+	}
+	if done.State != rivertype.JobStateCompleted {
+		return fmt.Errorf("job %d is %s, not running: another worker owns it", job.ID, done.State)
+	}
+	return nil
+}

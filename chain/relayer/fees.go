@@ -1,0 +1,133 @@
+package relayer
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// fees is what a transaction pays for gas: EIP-1559 (MaxFee, Tip) when the
+// chain has a base fee, else legacy (GasPrice).
+type fees struct {
+	GasLimit uint64
+	MaxFee   *big.Int
+	Tip      *big.Int
+	GasPrice *big.Int
+}
+
+func (f fees) dynamic() bool { return f.MaxFee != nil }
+
+// price is the most the transaction pays per gas.
+func (f fees) price() *big.Int {
+	if f.dynamic() {
+		return f.MaxFee
+	}
+	return f.GasPrice
+}
+
+func (f fees) row() store.RelayerTxGas {
+	return store.RelayerTxGas{GasLimit: int64(f.GasLimit), MaxFee: f.MaxFee, MaxPriorityFee: f.Tip, GasPrice: f.GasPrice}
+}
+
+func feesOf(g store.RelayerTxGas) fees {
+	return fees{GasLimit: uint64(g.GasLimit), MaxFee: g.MaxFee, Tip: g.MaxPriorityFee, GasPrice: g.GasPrice}
+}
+
+// market returns what the chain asks for now: EIP-1559 fees (2 × base fee +
+// tip) when the head has a base fee, else the suggested gas price.
+func market(ctx context.Context, b Backend, gasLimit uint64) (fees, error) {
+	head, err := b.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return fees{}, fmt.Errorf("head: %w", err)
+	}
+	if head.BaseFee != nil {
+		tip, err := b.SuggestGasTipCap(ctx)
+		if err != nil {
+			return fees{}, fmt.Errorf("eth_maxPriorityFeePerGas: %w", err)
+		}
+		maxFee := new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip)
+		return fees{GasLimit: gasLimit, MaxFee: maxFee, Tip: tip}, nil
+	}
+	price, err := b.SuggestGasPrice(ctx)
+	if err != nil {
+		return fees{}, fmt.Errorf("eth_gasPrice: %w", err)
+	}
+	return fees{GasLimit: gasLimit, GasPrice: price}, nil
+}
+
+// capped lowers f to pay at most limit per gas.
+func (f fees) capped(limit *big.Int) fees {
+	if limit == nil {
+		return f
+	}
+	if f.dynamic() {
+		f.MaxFee = minBig(f.MaxFee, limit)
+		f.Tip = minBig(f.Tip, f.MaxFee)
+	} else {
+		f.GasPrice = minBig(f.GasPrice, limit)
+	}
+	return f
+}
+
+// bumped returns fees that replace old at the same nonce: every price at
+// least percent higher (nodes require +10% on both the max fee and the tip),
+// or the market's if that is higher, never above limit. ok is false when the
+// cap leaves no room for a valid replacement.
+func bumped(old, now fees, percent int64, limit *big.Int) (fees, bool) {
+	up := func(v *big.Int) *big.Int {
+		// ceil(v × (100+percent) / 100), and at least v+1 so a zero tip grows.
+		n := new(big.Int).Mul(v, big.NewInt(100+percent))
+		n.Add(n, big.NewInt(99)).Div(n, big.NewInt(100))
+		return maxBig(n, new(big.Int).Add(v, big.NewInt(1)))
+	}
+	f := fees{GasLimit: old.GasLimit}
+	if old.dynamic() {
+		minFee, minTip := up(old.MaxFee), up(old.Tip)
+		f.Tip = minTip
+		if now.dynamic() {
+			f.Tip = maxBig(minTip, now.Tip)
+		}
+		f.MaxFee = minFee
+		if now.dynamic() {
+			f.MaxFee = maxBig(minFee, now.MaxFee)
+		}
+		f.MaxFee = maxBig(f.MaxFee, f.Tip)
+		f = f.capped(limit)
+		return f, f.MaxFee.Cmp(minFee) >= 0 && f.Tip.Cmp(minTip) >= 0
+	}
+	minPrice := up(old.GasPrice)
+	f.GasPrice = minPrice
+	if now.GasPrice != nil {
+		f.GasPrice = maxBig(minPrice, now.GasPrice)
+	}
+	f = f.capped(limit)
+	return f, f.GasPrice.Cmp(minPrice) >= 0
+}
+
+// unsigned builds the transaction to sign.
+func unsigned(chainID, nonce uint64, to common.Address, value *big.Int, data []byte, f fees) *types.Transaction {
+	if f.dynamic() {
+		return types.NewTx(&types.DynamicFeeTx{ChainID: new(big.Int).SetUint64(chainID), Nonce: nonce,
+			GasTipCap: f.Tip, GasFeeCap: f.MaxFee, Gas: f.GasLimit, To: &to, Value: value, Data: data})
+	}
+	return types.NewTx(&types.LegacyTx{Nonce: nonce, GasPrice: f.GasPrice, Gas: f.GasLimit, To: &to, Value: value, Data: data})
+}
+
+func minBig(a, b *big.Int) *big.Int {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+func maxBig(a, b *big.Int) *big.Int {
+	if a.Cmp(b) >= 0 {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,231 @@
+package relayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// cancelGas is the gas of a 0-value self-transfer.
+const cancelGas = 21_000
+
+// monitor is one poll of a broadcast send. In order: find a receipt for any
+// hash ever broadcast for it (then wait for confirmations and finish); else,
+// if its nonce was used by a transaction rflow did not send, heal; else
+// cancel at the deadline or on request, bump stuck fees, or re-send bytes
+// the node did not take. Then snooze until the next poll.
+func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) error {
+	row, err := r.owned(ctx, job.Args.TxID, job.ID)
+	if err != nil || row == nil {
+		return err
+	}
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		// The send may be in the mempool: never give up on it for a
+		// configuration problem; wait for a process that knows the wallet.
+		return r.later(ctx, row.TxID, err)
+	}
+	if row.Nonce == nil {
+		return handOff(ctx, r, job, row.TxID, BroadcastArgs{TxID: row.TxID}, func(pgx.Tx) error { return nil })
+	}
+	nonce := uint64(*row.Nonce)
+
+	// The nonce first, then receipts: a send mined in between is then seen
+	// as mined, never as "nonce used by someone else".
+	used, err := b.NonceAt(ctx, w.Address(), nil)
+	if err != nil {
+		return r.later(ctx, row.TxID, fmt.Errorf("nonce: %w", err))
+	}
+	bs, err := store.RelayerBroadcasts(ctx, r.cfg.Pool, row.TxID)
+	if err != nil {
+		return err
+	}
+	for i := len(bs) - 1; i >= 0; i-- {
+		rc, err := b.TransactionReceipt(ctx, common.HexToHash(bs[i].Hash))
+		if errors.Is(err, ethereum.NotFound) {
+			continue
+		}
+		if err != nil {
+			return r.later(ctx, row.TxID, fmt.Errorf("receipt %s: %w", bs[i].Hash, err))
+		}
+		return r.mined(ctx, job, row, bs[i], rc, b)
+	}
+	if row.Status == store.RelayerMined {
+		r.log.Warn("mined send lost its block (reorg); waiting for it again", "external_id", row.ExternalID)
+		if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, nil); err != nil {
+			return err
+		}
+	}
+
+	cur := latestAt(bs, *row.Nonce)
+	if used > nonce {
+		return r.nonceTaken(ctx, job, w, b, row, cur)
+	}
+	if cur == nil {
+		// No bytes recorded at this nonce (its broadcast was healed onto it
+		// and crashed before signing): sign them now.
+		f := fees{GasLimit: uint64(*row.GasLimit), MaxFee: row.MaxFee, Tip: row.MaxPriorityFee, GasPrice: row.GasPrice}
+		signed, err := r.signRecord(ctx, w, row, "send", f)
+		if err != nil {
+			return err
+		}
+		return r.sendAndSnooze(ctx, b, row, signed)
+	}
+
+	now := time.Now()
+	cancel := row.CancelRequestedAt != nil || (row.ExpiresAt != nil && now.After(*row.ExpiresAt))
+	switch {
+	case cancel && cur.Kind != "cancel":
+		return r.replace(ctx, w, b, row, cur, "cancel")
+	case now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter:
+		return r.replace(ctx, w, b, row, cur, cur.Kind)
+	case cur.SentAt == nil:
+		signed, err := decodeRaw(cur.Raw)
+		if err != nil {
+			return err
+		}
+		return r.sendAndSnooze(ctx, b, row, signed)
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// latestAt is the newest broadcast at nonce, or nil.
+func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast {
+	for i := len(bs) - 1; i >= 0; i-- {
+		if bs[i].Nonce == nonce {
+			return &bs[i]
+		}
+	}
+	return nil
+}
+
+// mined handles a receipt for broadcast bc: record it, and once it has the
+// confirmations asked for, finish the send (confirmed, or failed when it
+// reverted; expired or cancelled when the no-op won).
+func (r *Relayer) mined(ctx context.Context, job *river.Job[MonitorArgs], row *store.RelayerTx, bc store.RelayerBroadcast, rc *types.Receipt, b Backend) error {
+	rec := &store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
+		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
+	head, err := b.BlockNumber(ctx)
+	if err != nil {
+		return r.later(ctx, row.TxID, fmt.Errorf("head: %w", err))
+	}
+	need := uint64(max(row.Confirmations, 1))
+	if head+1 < rc.BlockNumber.Uint64()+need {
+		if row.Status != store.RelayerMined || row.Hash == nil || *row.Hash != bc.Hash ||
+			row.MinedBlockHash == nil || *row.MinedBlockHash != rec.BlockHash {
+			if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, rec); err != nil {
+				return err
+			}
+		}
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	f := store.RelayerFinal{Receipt: rec}
+	switch {
+	case bc.Kind == "cancel" && row.CancelRequestedAt != nil:
+		f.Status = store.RelayerCancelled
+	case bc.Kind == "cancel":
+		f.Status, f.Error = store.RelayerExpired, "deadline passed; replaced by a no-op"
+	case rc.Status == types.ReceiptStatusSuccessful:
+		f.Status = store.RelayerConfirmed
+	default:
+		f.Status, f.Error = store.RelayerFailed, fmt.Sprintf("reverted on chain in block %d", rc.BlockNumber)
+	}
+	r.crashAt("relayer.before-final")
+	return finish(ctx, r, job, row.TxID, f)
+}
+
+// nonceTaken handles a send whose nonce is used on chain while none of its
+// own hashes has a receipt: a transaction rflow did not send took it. If the
+// send had reached the mempool, someone replaced it on purpose and it ends
+// replaced (re-sending could double-pay); otherwise it gets a new nonce and
+// goes out again, unless cancelled or past its deadline.
+func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
+	msg := fmt.Sprintf("nonce %d was used by a transaction rflow did not send", *row.Nonce)
+	switch {
+	case cur != nil && cur.SentAt != nil:
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerReplaced, Error: msg})
+	case row.CancelRequestedAt != nil:
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: msg})
+	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerDropped, Error: msg})
+	}
+	pending, err := b.PendingNonceAt(ctx, w.Address())
+	if err != nil {
+		return r.later(ctx, row.TxID, fmt.Errorf("pending nonce: %w", err))
+	}
+	f, err := market(ctx, b, uint64(*row.GasLimit))
+	if err != nil {
+		return r.later(ctx, row.TxID, err)
+	}
+	if _, err := store.ReconcileNonce(ctx, r.cfg.Pool, row.From, row.ChainID, pending); err != nil {
+		return err
+	}
+	healed, err := r.reserveNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(row.FeeCap), row.FeeCap)
+	if err != nil || healed == nil {
+		return err
+	}
+	r.log.Warn("nonce healed: send moved to a new nonce", "external_id", row.ExternalID,
+		"old_nonce", *row.Nonce, "new_nonce", *healed.Nonce)
+	signed, err := r.current(ctx, w, healed)
+	if err != nil {
+		return err
+	}
+	return r.sendAndSnooze(ctx, b, healed, signed)
+}
+
+// replace signs and sends a same-nonce replacement for cur with fees bumped
+// by at least BumpPercent: a bumped copy of the send (kind "send") or a no-op
+// (kind "cancel"). At the fee cap it re-sends cur's bytes instead, in case
+// the node dropped them.
+func (r *Relayer) replace(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
+	now, err := market(ctx, b, uint64(cur.Gas.GasLimit))
+	if err != nil {
+		return r.later(ctx, row.TxID, err)
+	}
+	old := feesOf(cur.Gas)
+	next, ok := bumped(old, now, r.cfg.BumpPercent, row.FeeCap)
+	if kind == "cancel" {
+		next.GasLimit = cancelGas
+	}
+	if !ok {
+		r.log.Warn("send stuck at its fee cap; re-sending", "external_id", row.ExternalID, "fee_cap", row.FeeCap)
+		signed, err := decodeRaw(cur.Raw)
+		if err != nil {
+			return err
+		}
+		return r.sendAndSnooze(ctx, b, row, signed)
+	}
+	if kind == "send" {
+		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, next.row()); err != nil {
+			return err
+		}
+	}
+	signed, err := r.signRecord(ctx, w, row, kind, next)
+	if err != nil {
+		return err
+	}
+	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
+		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
+	return r.sendAndSnooze(ctx, b, row, signed)
+}
+
+// sendAndSnooze sends signed bytes, records the outcome and waits for the
+// next poll. Every refusal is handled by a later poll: nonce too low by the
+// receipt and nonce checks, underpriced by the next bump, insufficient funds
+// and transient errors by re-sending.
+func (r *Relayer) sendAndSnooze(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+	class, sendErr := r.send(ctx, b, signed)
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, signed.Hash(), class, sendErr); err != nil {
+		return err
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
+}

@@ -1,0 +1,100 @@
+package relayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// recoverBatch is how many stale sends Recover takes over per query.
+const recoverBatch = 500
+
+// RecoverResult says what Recover did.
+type RecoverResult struct {
+	// Reconciled counts (wallet, network) nonces checked against the chain.
+	Reconciled int
+	// Resumed counts in-flight sends given a new job.
+	Resumed int
+}
+
+// Recover makes sure every send in flight is driven by a live job. Call it
+// at boot and periodically. It first reconciles each wallet's stored next
+// nonce with the chain's pending nonce on every network (raising it when the
+// wallet was used outside rflow), then gives each in-flight send that no
+// worker has checked for Config.StaleAfter a fresh broadcast or monitor job.
+// The old job, if it ever runs again, finds it no longer drives the send and
+// does nothing; the work itself is idempotent (a reserved nonce stays with
+// its send, recorded bytes are re-sent as they are).
+func (r *Relayer) Recover(ctx context.Context) (RecoverResult, error) {
+	var res RecoverResult
+	var errs []error
+	for name, w := range r.cfg.Wallets {
+		for chainID, b := range r.cfg.Networks {
+			pending, err := b.PendingNonceAt(ctx, w.Address())
+			if err != nil {
+				errs = append(errs, fmt.Errorf("wallet %s on chain %d: pending nonce: %w", name, chainID, err))
+				continue
+			}
+			if _, err := store.ReconcileNonce(ctx, r.cfg.Pool, w.Address().Hex(), int64(chainID), pending); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			res.Reconciled++
+		}
+	}
+	cutoff := time.Now().Add(-r.cfg.StaleAfter)
+	for {
+		rows, err := store.InFlightRelayerTxs(ctx, r.cfg.Pool, cutoff, recoverBatch)
+		if err != nil {
+			return res, err
+		}
+		for _, row := range rows {
+			resumed, err := r.resume(ctx, row, cutoff)
+			if err != nil {
+				return res, err
+			}
+			if resumed {
+				res.Resumed++
+				r.log.Info("send resumed by recovery", "external_id", row.ExternalID, "status", row.Status)
+			}
+		}
+		if len(rows) < recoverBatch {
+			break
+		}
+	}
+	if res.Resumed > 0 || len(errs) > 0 {
+		r.log.Info("relayer recovery", "reconciled", res.Reconciled, "resumed", res.Resumed, "errors", len(errs))
+	}
+	return res, errors.Join(errs...)
+}
+
+// resume gives one stale send a new job, unless a worker touched it since
+// the scan.
+func (r *Relayer) resume(ctx context.Context, row *store.RelayerTx, cutoff time.Time) (bool, error) {
+	resumed := false
+	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
+		cur, err := store.LockRelayerTx(ctx, tx, row.TxID)
+		if err != nil {
+			return err
+		}
+		if cur.Final() || !cur.CheckedAt.Before(cutoff) {
+			return nil
+		}
+		var next river.JobArgs = MonitorArgs{TxID: cur.TxID}
+		if cur.Nonce == nil {
+			next = BroadcastArgs{TxID: cur.TxID}
+		}
+		resumed = true
+		return r.startJob(ctx, tx, cur.TxID, next)
+	})
+	if err != nil {
+		return false, fmt.Errorf("resume send %s: %w", row.ExternalID, err)
+	}
+	return resumed, nil
+}

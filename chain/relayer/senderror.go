@@ -1,0 +1,68 @@
+package relayer
+
+import (
+	"strings"
+)
+
+// sendClass is what an eth_sendRawTransaction error means for the relayer.
+type sendClass int
+
+const (
+	// sendOK: the node accepted the transaction.
+	sendOK sendClass = iota
+	// sendKnown: the node already has this exact transaction; as good as OK.
+	sendKnown
+	// sendNonceTooLow: the nonce is already used on chain, by this send (an
+	// earlier hash was mined) or by someone else (heal: take a new nonce).
+	sendNonceTooLow
+	// sendUnderpriced: another transaction holds the nonce in the mempool and
+	// ours does not pay enough more to replace it; bump and retry.
+	sendUnderpriced
+	// sendInsufficientFunds: the wallet cannot pay value + gas; retry later
+	// (funds may arrive) and cancel at the deadline.
+	sendInsufficientFunds
+	// sendTransient: anything else (timeouts, rate limits, unknown errors).
+	// The outcome is ambiguous, so the same signed bytes are sent again
+	// later, which is safe: they have one hash.
+	sendTransient
+)
+
+func (c sendClass) String() string {
+	switch c {
+	case sendOK:
+		return "ok"
+	case sendKnown:
+		return "already known"
+	case sendNonceTooLow:
+		return "nonce too low"
+	case sendUnderpriced:
+		return "replacement underpriced"
+	case sendInsufficientFunds:
+		return "insufficient funds"
+	}
+	return "transient"
+}
+
+// classifySend sorts a send error by the node's message. JSON-RPC nodes share
+// no error codes for these, so the wording (geth's, which anvil, reth and
+// most providers follow) is the contract.
+func classifySend(err error) sendClass {
+	if err == nil {
+		return sendOK
+	}
+	msg := strings.ToLower(err.Error())
+	switch {
+	case strings.Contains(msg, "already known"), strings.Contains(msg, "known transaction"),
+		strings.Contains(msg, "already imported"), strings.Contains(msg, "alreadyknown"),
+		strings.Contains(msg, "already exists"):
+		return sendKnown
+	case strings.Contains(msg, "nonce too low"), strings.Contains(msg, "nonce has already been used"),
+		strings.Contains(msg, "noncetoolow"), strings.Contains(msg, "invalid nonce"):
+		return sendNonceTooLow
+	case strings.Contains(msg, "underpriced"):
+		return sendUnderpriced
+	case strings.Contains(msg, "insufficient funds"), strings.Contains(msg, "insufficient balance"):
+		return sendInsufficientFunds
+	}
+	return sendTransient
+}

@@ -1,0 +1,484 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrRelayerTxNotFound is returned when no relayer transaction matches.
+var ErrRelayerTxNotFound = errors.New("relayer transaction not found")
+
+// Relayer transaction statuses. The first three are in flight; the rest are
+// final. StatusSimulated is the final state of a dry-run send.
+const (
+	RelayerPending   = "pending"
+	RelayerInMempool = "in_mempool"
+	RelayerMined     = "mined"
+	RelayerConfirmed = "confirmed"
+	RelayerFailed    = "failed"
+	RelayerExpired   = "expired"
+	RelayerCancelled = "cancelled"
+	RelayerReplaced  = "replaced"
+	RelayerDropped   = "dropped"
+	RelayerSimulated = "simulated"
+)
+
+// RelayerTx is one row of relayer.transactions. Amounts are exact big
+// integers (numeric(78,0) in Postgres); a nil pointer is SQL NULL.
+type RelayerTx struct {
+	ID                int64
+	TxID              uuid.UUID
+	ExternalID        string
+	Wallet            string
+	ChainID           int64
+	From              string
+	To                string
+	Value             *big.Int
+	Data              []byte
+	Nonce             *int64
+	GasLimit          *int64
+	MaxFee            *big.Int
+	MaxPriorityFee    *big.Int
+	GasPrice          *big.Int
+	FeeCap            *big.Int
+	Status            string
+	Hash              *string
+	MinedBlock        *int64
+	MinedBlockHash    *string
+	ReceiptStatus     *int16
+	GasUsed           *int64
+	Error             *string
+	Confirmations     int
+	DryRun            bool
+	Simulation        []byte
+	ExpiresAt         *time.Time
+	CancelRequestedAt *time.Time
+	JobID             *int64
+	CheckedAt         time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	BroadcastAt       *time.Time
+	MinedAt           *time.Time
+	FinishedAt        *time.Time
+}
+
+// Final reports whether the transaction reached a state it never leaves.
+func (t *RelayerTx) Final() bool {
+	switch t.Status {
+	case RelayerPending, RelayerInMempool, RelayerMined:
+		return false
+	}
+	return true
+}
+
+const relayerTxColumns = `id, tx_id, external_id, wallet, chain_id, from_address, to_address, value::text, data,
+	nonce, gas_limit, max_fee::text, max_priority_fee::text, gas_price::text, fee_cap::text, status, tx_hash,
+	mined_block, mined_block_hash, receipt_status, gas_used, error, confirmations, dry_run, simulation,
+	expires_at, cancel_requested_at, job_id, checked_at, created_at, updated_at, broadcast_at, mined_at, finished_at`
+
+func scanRelayerTx(row pgx.Row) (*RelayerTx, error) {
+	var t RelayerTx
+	var value string
+	var maxFee, maxPrio, gasPrice, feeCap *string
+	err := row.Scan(&t.ID, &t.TxID, &t.ExternalID, &t.Wallet, &t.ChainID, &t.From, &t.To, &value, &t.Data,
+		&t.Nonce, &t.GasLimit, &maxFee, &maxPrio, &gasPrice, &feeCap, &t.Status, &t.Hash,
+		&t.MinedBlock, &t.MinedBlockHash, &t.ReceiptStatus, &t.GasUsed, &t.Error, &t.Confirmations, &t.DryRun, &t.Simulation,
+		&t.ExpiresAt, &t.CancelRequestedAt, &t.JobID, &t.CheckedAt, &t.CreatedAt, &t.UpdatedAt, &t.BroadcastAt, &t.MinedAt, &t.FinishedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrRelayerTxNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.Value, err = parseNumeric(&value); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		dst **big.Int
+		src *string
+	}{{&t.MaxFee, maxFee}, {&t.MaxPriorityFee, maxPrio}, {&t.GasPrice, gasPrice}, {&t.FeeCap, feeCap}} {
+		if *f.dst, err = parseNumeric(f.src); err != nil {
+			return nil, err
+		}
+	}
+	return &t, nil
+}
+
+func parseNumeric(s *string) (*big.Int, error) {
+	if s == nil {
+		return nil, nil
+	}
+	v, ok := new(big.Int).SetString(*s, 10)
+	if !ok {
+		return nil, fmt.Errorf("numeric %q is not an integer", *s)
+	}
+	return v, nil
+}
+
+// numeric renders a big integer for a $n::numeric parameter; nil is NULL.
+func numeric(v *big.Int) *string {
+	if v == nil {
+		return nil
+	}
+	s := v.String()
+	return &s
+}
+
+// NewRelayerTx is what QueueRelayerTx inserts.
+type NewRelayerTx struct {
+	TxID          uuid.UUID
+	ExternalID    string
+	Wallet        string
+	ChainID       int64
+	From          string
+	To            string
+	Value         *big.Int
+	Data          []byte
+	GasLimit      *int64
+	FeeCap        *big.Int
+	Confirmations int
+	DryRun        bool
+	ExpiresAt     *time.Time
+}
+
+// QueueRelayerTx inserts a send with INSERT … ON CONFLICT (external_id) DO
+// NOTHING. On a duplicate external_id it returns the existing row and
+// created=false; nothing about the existing row changes.
+func QueueRelayerTx(ctx context.Context, q DBTX, n NewRelayerTx) (*RelayerTx, bool, error) {
+	value := n.Value
+	if value == nil {
+		value = new(big.Int)
+	}
+	data := n.Data
+	if data == nil {
+		data = []byte{}
+	}
+	t, err := scanRelayerTx(q.QueryRow(ctx, `
+		INSERT INTO relayer.transactions
+			(tx_id, external_id, wallet, chain_id, from_address, to_address, value, data, gas_limit, fee_cap,
+			 confirmations, dry_run, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11, $12, $13)
+		ON CONFLICT (external_id) DO NOTHING
+		RETURNING `+relayerTxColumns,
+		n.TxID, n.ExternalID, n.Wallet, n.ChainID, n.From, n.To, numeric(value), data, n.GasLimit, numeric(n.FeeCap),
+		n.Confirmations, n.DryRun, n.ExpiresAt))
+	if err == nil {
+		return t, true, nil
+	}
+	if !errors.Is(err, ErrRelayerTxNotFound) {
+		return nil, false, fmt.Errorf("queue relayer tx %s: %w", n.ExternalID, err)
+	}
+	t, err = RelayerTxByExternalID(ctx, q, n.ExternalID)
+	if err != nil {
+		return nil, false, fmt.Errorf("queue relayer tx %s: existing row: %w", n.ExternalID, err)
+	}
+	return t, false, nil
+}
+
+// RelayerTxByExternalID returns the send queued under externalID, or
+// ErrRelayerTxNotFound.
+func RelayerTxByExternalID(ctx context.Context, q DBTX, externalID string) (*RelayerTx, error) {
+	return scanRelayerTx(q.QueryRow(ctx, `SELECT `+relayerTxColumns+` FROM relayer.transactions WHERE external_id = $1`, externalID))
+}
+
+// RelayerTxByID returns the send with the given tx_id, or ErrRelayerTxNotFound.
+func RelayerTxByID(ctx context.Context, q DBTX, txID uuid.UUID) (*RelayerTx, error) {
+	return scanRelayerTx(q.QueryRow(ctx, `SELECT `+relayerTxColumns+` FROM relayer.transactions WHERE tx_id = $1`, txID))
+}
+
+// LockRelayerTx returns the send with the given tx_id and holds its row lock
+// until tx ends, so workers acting on one send serialise.
+func LockRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID) (*RelayerTx, error) {
+	return scanRelayerTx(tx.QueryRow(ctx, `SELECT `+relayerTxColumns+` FROM relayer.transactions WHERE tx_id = $1 FOR UPDATE`, txID))
+}
+
+// InFlightRelayerTxs lists sends that are not final and that no worker has
+// looked at since checkedBefore, oldest first, at most limit of them.
+func InFlightRelayerTxs(ctx context.Context, q DBTX, checkedBefore time.Time, limit int) ([]*RelayerTx, error) {
+	rows, err := q.Query(ctx, `SELECT `+relayerTxColumns+` FROM relayer.transactions
+		WHERE status IN ('pending', 'in_mempool', 'mined') AND checked_at < $1
+		ORDER BY checked_at LIMIT $2`, checkedBefore, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list in-flight relayer txs: %w", err)
+	}
+	defer rows.Close()
+	var out []*RelayerTx
+	for rows.Next() {
+		t, err := scanRelayerTx(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list in-flight relayer txs: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SetRelayerTxJob hands the send to River job jobID: from now on only that
+// job's fenced writes take effect.
+func SetRelayerTxJob(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET job_id = $2, checked_at = now(), updated_at = now()
+		WHERE tx_id = $1`, txID, jobID)
+	if err != nil {
+		return fmt.Errorf("hand relayer tx %s to job %d: %w", txID, jobID, err)
+	}
+	return nil
+}
+
+// TouchRelayerTx records that job jobID looked at the send now. It reports
+// false when the send belongs to another job (the caller is stale).
+func TouchRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET checked_at = now()
+		WHERE tx_id = $1 AND job_id = $2`, txID, jobID)
+	if err != nil {
+		return false, fmt.Errorf("touch relayer tx %s: %w", txID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RelayerTxGas is the gas a send will be signed with.
+type RelayerTxGas struct {
+	GasLimit       int64
+	MaxFee         *big.Int // EIP-1559; nil for legacy
+	MaxPriorityFee *big.Int // EIP-1559; nil for legacy
+	GasPrice       *big.Int // legacy; nil for EIP-1559
+}
+
+// SetRelayerTxNonce writes a freshly reserved nonce, the gas to sign with
+// and the fee cap (kept if one is set) onto a send, and returns the updated
+// row. Call it in the transaction that reserved the nonce, so the
+// reservation and its owner commit together.
+func SetRelayerTxNonce(ctx context.Context, tx pgx.Tx, txID uuid.UUID, nonce int64, gas RelayerTxGas, feeCap *big.Int) (*RelayerTx, error) {
+	t, err := scanRelayerTx(tx.QueryRow(ctx, `UPDATE relayer.transactions SET nonce = $2, gas_limit = $3,
+			max_fee = $4::numeric, max_priority_fee = $5::numeric, gas_price = $6::numeric,
+			fee_cap = COALESCE(fee_cap, $7::numeric), status = 'pending', tx_hash = NULL,
+			updated_at = now(), checked_at = now()
+		WHERE tx_id = $1
+		RETURNING `+relayerTxColumns,
+		txID, nonce, gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee), numeric(gas.GasPrice), numeric(feeCap)))
+	if err != nil {
+		return nil, fmt.Errorf("set nonce of relayer tx %s: %w", txID, err)
+	}
+	return t, nil
+}
+
+// SetRelayerTxFees records bumped fees as the send's current ones.
+func SetRelayerTxFees(ctx context.Context, q DBTX, txID uuid.UUID, gas RelayerTxGas) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET gas_limit = $2, max_fee = $3::numeric,
+			max_priority_fee = $4::numeric, gas_price = $5::numeric, updated_at = now()
+		WHERE tx_id = $1`, txID, gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee), numeric(gas.GasPrice))
+	if err != nil {
+		return fmt.Errorf("set fees of relayer tx %s: %w", txID, err)
+	}
+	return nil
+}
+
+// ReserveNonce hands out the next nonce of (address, chainID) under the
+// nonces row lock and advances it. chainPending is the chain's pending nonce
+// for the address: the reservation never goes below it, which heals a nonce
+// used outside the relayer. Call it in the transaction that writes the nonce
+// onto its send (SetRelayerTxNonce).
+func ReserveNonce(ctx context.Context, tx pgx.Tx, address string, chainID int64, chainPending uint64) (int64, error) {
+	var n int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
+		VALUES ($1, $2, $3::bigint + 1, now())
+		ON CONFLICT (address, chain_id) DO UPDATE
+			SET next_nonce = GREATEST(n.next_nonce, EXCLUDED.next_nonce - 1) + 1, updated_at = now()
+		RETURNING next_nonce - 1`, address, chainID, int64(chainPending)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("reserve nonce for %s on chain %d: %w", address, chainID, err)
+	}
+	return n, nil
+}
+
+// ReconcileNonce raises the stored next nonce of (address, chainID) to the
+// chain's pending nonce when the wallet was used outside the relayer, and
+// returns the result. It never lowers it: every nonce below it belongs to a
+// send that will consume it on chain (its own transaction or a no-op).
+func ReconcileNonce(ctx context.Context, q DBTX, address string, chainID int64, chainPending uint64) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `
+		INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
+		VALUES ($1, $2, $3, now())
+		ON CONFLICT (address, chain_id) DO UPDATE
+			SET next_nonce = GREATEST(n.next_nonce, EXCLUDED.next_nonce), reconciled_at = now(), updated_at = now()
+		RETURNING next_nonce`, address, chainID, int64(chainPending)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("reconcile nonce for %s on chain %d: %w", address, chainID, err)
+	}
+	return n, nil
+}
+
+// RelayerBroadcast is one signed transaction sent (or about to be sent) for a
+// send: the original, a gas bump or a cancelling no-op.
+type RelayerBroadcast struct {
+	Hash      string
+	TxID      uuid.UUID
+	Kind      string // send or cancel
+	Nonce     int64
+	Gas       RelayerTxGas
+	Raw       []byte
+	CreatedAt time.Time
+	SentAt    *time.Time
+}
+
+// RecordBroadcast stores a signed transaction before it is sent, so a crash
+// right after sending still leaves its hash to look for. Recording the same
+// hash twice is a no-op.
+func RecordBroadcast(ctx context.Context, q DBTX, b RelayerBroadcast) error {
+	_, err := q.Exec(ctx, `
+		INSERT INTO relayer.broadcasts (hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
+		VALUES ($1, $2, $3, $4, $5, $6::numeric, $7::numeric, $8::numeric, $9)
+		ON CONFLICT (hash) DO NOTHING`,
+		b.Hash, b.TxID, b.Kind, b.Nonce, b.Gas.GasLimit, numeric(b.Gas.MaxFee), numeric(b.Gas.MaxPriorityFee),
+		numeric(b.Gas.GasPrice), b.Raw)
+	if err != nil {
+		return fmt.Errorf("record broadcast %s: %w", b.Hash, err)
+	}
+	return nil
+}
+
+// MarkBroadcastSent records that the node accepted the signed transaction
+// and moves its send to in_mempool (a send already further along stays).
+func MarkBroadcastSent(ctx context.Context, q DBTX, txID uuid.UUID, hash string) error {
+	_, err := q.Exec(ctx, `
+		WITH b AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $2)
+		UPDATE relayer.transactions SET status = CASE WHEN status = 'pending' THEN 'in_mempool' ELSE status END,
+			tx_hash = CASE WHEN status IN ('pending', 'in_mempool') THEN $2 ELSE tx_hash END,
+			broadcast_at = COALESCE(broadcast_at, now()), updated_at = now(), error = NULL
+		WHERE tx_id = $1`, txID, hash)
+	if err != nil {
+		return fmt.Errorf("mark broadcast %s sent: %w", hash, err)
+	}
+	return nil
+}
+
+// RelayerBroadcasts lists every signed transaction recorded for a send,
+// oldest first.
+func RelayerBroadcasts(ctx context.Context, q DBTX, txID uuid.UUID) ([]RelayerBroadcast, error) {
+	rows, err := q.Query(ctx, `SELECT hash, tx_id, kind, nonce, gas_limit, max_fee::text, max_priority_fee::text,
+			gas_price::text, raw, created_at, sent_at
+		FROM relayer.broadcasts WHERE tx_id = $1 ORDER BY created_at, hash`, txID)
+	if err != nil {
+		return nil, fmt.Errorf("list broadcasts of %s: %w", txID, err)
+	}
+	defer rows.Close()
+	var out []RelayerBroadcast
+	for rows.Next() {
+		var b RelayerBroadcast
+		var maxFee, maxPrio, gasPrice *string
+		if err := rows.Scan(&b.Hash, &b.TxID, &b.Kind, &b.Nonce, &b.Gas.GasLimit, &maxFee, &maxPrio, &gasPrice,
+			&b.Raw, &b.CreatedAt, &b.SentAt); err != nil {
+			return nil, fmt.Errorf("list broadcasts of %s: %w", txID, err)
+		}
+		if b.Gas.MaxFee, err = parseNumeric(maxFee); err != nil {
+			return nil, err
+		}
+		if b.Gas.MaxPriorityFee, err = parseNumeric(maxPrio); err != nil {
+			return nil, err
+		}
+		if b.Gas.GasPrice, err = parseNumeric(gasPrice); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// SetRelayerTxError records why the last attempt to move a send forward did
+// not succeed (it stays in flight and will be retried).
+func SetRelayerTxError(ctx context.Context, q DBTX, txID uuid.UUID, msg string) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET error = $2, updated_at = now() WHERE tx_id = $1`, txID, msg)
+	if err != nil {
+		return fmt.Errorf("set error of relayer tx %s: %w", txID, err)
+	}
+	return nil
+}
+
+// RelayerReceipt is what a receipt says about a mined send.
+type RelayerReceipt struct {
+	Hash      string
+	Block     int64
+	BlockHash string
+	Status    int16
+	GasUsed   int64
+}
+
+// SetRelayerTxMined records the receipt of a send (status mined), or with a
+// nil receipt moves a send whose block was reorged away back to in_mempool.
+func SetRelayerTxMined(ctx context.Context, q DBTX, txID uuid.UUID, r *RelayerReceipt) error {
+	var err error
+	if r == nil {
+		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'in_mempool', mined_block = NULL,
+				mined_block_hash = NULL, receipt_status = NULL, gas_used = NULL, mined_at = NULL, updated_at = now()
+			WHERE tx_id = $1 AND status = 'mined'`, txID)
+	} else {
+		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'mined', tx_hash = $2, mined_block = $3,
+				mined_block_hash = $4, receipt_status = $5, gas_used = $6, mined_at = COALESCE(mined_at, now()),
+				updated_at = now()
+			WHERE tx_id = $1 AND status IN ('pending', 'in_mempool', 'mined')`,
+			txID, r.Hash, r.Block, r.BlockHash, r.Status, r.GasUsed)
+	}
+	if err != nil {
+		return fmt.Errorf("record receipt of relayer tx %s: %w", txID, err)
+	}
+	return nil
+}
+
+// RelayerFinal is the outcome FinishRelayerTx records.
+type RelayerFinal struct {
+	Status     string
+	Error      string // empty: keep NULL
+	Simulation []byte // JSON, for dry runs and simulation failures
+	Receipt    *RelayerReceipt
+}
+
+// FinishRelayerTx moves an in-flight send to a final status, fenced on the
+// driving job: it returns the updated row, or nil when the send was already
+// final or belongs to another job (the caller is stale and must not act).
+func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64, f RelayerFinal) (*RelayerTx, error) {
+	var errMsg *string
+	if f.Error != "" {
+		errMsg = &f.Error
+	}
+	var hash, blockHash *string
+	var block, gasUsed *int64
+	var status *int16
+	if r := f.Receipt; r != nil {
+		hash, blockHash, block, gasUsed, status = &r.Hash, &r.BlockHash, &r.Block, &r.GasUsed, &r.Status
+	}
+	t, err := scanRelayerTx(tx.QueryRow(ctx, `
+		UPDATE relayer.transactions SET status = $3, error = $4, simulation = COALESCE($5, simulation),
+			tx_hash = COALESCE($6, tx_hash), mined_block = COALESCE($7, mined_block),
+			mined_block_hash = COALESCE($8, mined_block_hash), receipt_status = COALESCE($9, receipt_status),
+			gas_used = COALESCE($10, gas_used), finished_at = now(), updated_at = now(), checked_at = now()
+		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
+		RETURNING `+relayerTxColumns,
+		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed))
+	if errors.Is(err, ErrRelayerTxNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("finish relayer tx %s as %s: %w", txID, f.Status, err)
+	}
+	return t, nil
+}
+
+// RequestRelayerTxCancel marks an in-flight send for cancellation; its
+// monitor replaces it with a same-nonce no-op. It reports false when the send
+// is unknown or already final.
+func RequestRelayerTxCancel(ctx context.Context, q DBTX, externalID string) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET cancel_requested_at = COALESCE(cancel_requested_at, now()),
+			updated_at = now()
+		WHERE external_id = $1 AND status IN ('pending', 'in_mempool')`, externalID)
+	if err != nil {
+		return false, fmt.Errorf("cancel relayer tx %s: %w", externalID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
