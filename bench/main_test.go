@@ -1,0 +1,11 @@
+// Package bench holds rflow's benchmarks (`make bench`). Each compares a
+// figure with a baseline measured in the same run on the same Postgres.
+package bench
+
+import (
+	"testing"
+
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
