@@ -1,0 +1,385 @@
+// Package chain makes rflow see the chain: it tracks each network's head in a
+// persisted block-hash window, detects reorgs and rewinds cursors, and turns
+// contract logs, blocks and view reads into claims (store.Claim) exactly once
+// per trigger occurrence. The rest of rflow sees chain concepts (a decoded
+// log, a head, a reorg), never RPC details.
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// ErrNotFound is returned when the node does not know the requested block.
+var ErrNotFound = errors.New("not found")
+
+// ClientOptions configure a Client.
+type ClientOptions struct {
+	// URLs are HTTP(S) JSON-RPC endpoints, tried in order; a failing one is
+	// skipped until the others fail too (failover).
+	URLs []string
+	// WSURL optionally names a WebSocket endpoint for newHeads
+	// notifications; heads are still read over HTTP, the notification only
+	// wakes the poller early.
+	WSURL string
+	// Timeout bounds one attempt of one call (default 10s).
+	Timeout time.Duration
+	// Attempts bounds the attempts of one call across all URLs (default
+	// 3 per URL).
+	Attempts int
+	// Backoff is the first pause after every URL failed once; it doubles up
+	// to MaxBackoff (defaults 100ms and 2s).
+	Backoff, MaxBackoff time.Duration
+	Logger              *slog.Logger
+}
+
+// Client is a JSON-RPC client over several URLs with failover and retries
+// with backoff. Errors the node itself returns (a JSON-RPC error object such
+// as a revert or "range too large") are not retried: they are answers.
+type Client struct {
+	opts  ClientOptions
+	conns []*rpc.Client
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	preferred int
+}
+
+// Dial prepares a Client. HTTP endpoints are not contacted until the first
+// call, so Dial succeeds while a node is down.
+func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
+	if len(opts.URLs) == 0 {
+		return nil, errors.New("chain client: no RPC URL")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * time.Second
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 3 * len(opts.URLs)
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Client{opts: opts, log: opts.Logger}
+	for _, u := range opts.URLs {
+		rc, err := rpc.DialOptions(ctx, u)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("chain client: dial %s: %w", redactURL(u), err)
+		}
+		c.conns = append(c.conns, rc)
+	}
+	return c, nil
+}
+
+// Close releases the connections.
+func (c *Client) Close() {
+	for _, rc := range c.conns {
+		rc.Close()
+	}
+}
+
+// Call makes one JSON-RPC call with failover and retries.
+func (c *Client) Call(ctx context.Context, result any, method string, args ...any) error {
+	return c.do(ctx, false, method, func(ctx context.Context, rc *rpc.Client) error {
+		return rc.CallContext(ctx, result, method, args...)
+	})
+}
+
+// do runs fn against the preferred URL and moves to the next one on a
+// transport failure, pausing with backoff after each full round.
+// quickTimeout returns a per-attempt timeout to the caller at once (eth_getLogs
+// shrinks its range instead of retrying the same one).
+func (c *Client) do(ctx context.Context, quickTimeout bool, what string, fn func(context.Context, *rpc.Client) error) error {
+	backoff := c.opts.Backoff
+	var lastErr error
+	for attempt := 0; attempt < c.opts.Attempts; attempt++ {
+		c.mu.Lock()
+		i := c.preferred
+		c.mu.Unlock()
+		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+		err := fn(actx, c.conns[i])
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		timedOut := errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline exceeded")
+		if answered(err) || (quickTimeout && timedOut) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		lastErr = fmt.Errorf("%s via %s: %w", what, redactURL(c.opts.URLs[i]), err)
+		c.log.Debug("rpc call failed", "call", what, "url", redactURL(c.opts.URLs[i]), "err", err)
+		c.mu.Lock()
+		if c.preferred == i {
+			c.preferred = (i + 1) % len(c.conns)
+		}
+		c.mu.Unlock()
+		if (attempt+1)%len(c.conns) == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, c.opts.MaxBackoff)
+		}
+	}
+	return lastErr
+}
+
+// answered reports whether err is the node's own JSON-RPC answer (not worth
+// retrying elsewhere), as opposed to a transport or availability failure.
+func answered(err error) bool {
+	var rerr rpc.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	// Rate limits and "internal error" style answers are availability problems.
+	switch rerr.ErrorCode() {
+	case -32005, 429, -32603:
+		return false
+	}
+	return true
+}
+
+// redactURL keeps scheme and host only: provider URLs often carry API keys.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		rest := u[i+3:]
+		if j := strings.IndexAny(rest, "/?"); j >= 0 {
+			rest = rest[:j]
+		}
+		if k := strings.LastIndex(rest, "@"); k >= 0 {
+			rest = rest[k+1:]
+		}
+		return u[:i+3] + rest
+	}
+	return "rpc"
+}
+
+// Header is the part of a block header rflow uses.
+type Header struct {
+	Number     uint64
+	Hash       common.Hash
+	ParentHash common.Hash
+	Time       uint64
+}
+
+type rpcHeader struct {
+	Number     hexutil.Uint64 `json:"number"`
+	Hash       common.Hash    `json:"hash"`
+	ParentHash common.Hash    `json:"parentHash"`
+	Time       hexutil.Uint64 `json:"timestamp"`
+}
+
+// ChainID returns the node's chain id.
+func (c *Client) ChainID(ctx context.Context) (int64, error) {
+	var id hexutil.Big
+	if err := c.Call(ctx, &id, "eth_chainId"); err != nil {
+		return 0, err
+	}
+	return id.ToInt().Int64(), nil
+}
+
+// Head returns the latest block's header.
+func (c *Client) Head(ctx context.Context) (Header, error) {
+	return c.header(ctx, "latest")
+}
+
+// HeaderByNumber returns block n's header, or ErrNotFound.
+func (c *Client) HeaderByNumber(ctx context.Context, n uint64) (Header, error) {
+	return c.header(ctx, hexutil.EncodeUint64(n))
+}
+
+func (c *Client) header(ctx context.Context, tag string) (Header, error) {
+	var raw json.RawMessage
+	if err := c.Call(ctx, &raw, "eth_getBlockByNumber", tag, false); err != nil {
+		return Header{}, err
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return Header{}, fmt.Errorf("block %s: %w", tag, ErrNotFound)
+	}
+	var h rpcHeader
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return Header{}, fmt.Errorf("block %s: %w", tag, err)
+	}
+	return Header{Number: uint64(h.Number), Hash: h.Hash, ParentHash: h.ParentHash, Time: uint64(h.Time)}, nil
+}
+
+// Headers returns the headers of blocks from..to in one JSON-RPC batch. A
+// block the node does not have ends the list early (no error).
+func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error) {
+	if to < from {
+		return nil, nil
+	}
+	n := int(to - from + 1)
+	raws := make([]json.RawMessage, n)
+	batch := make([]rpc.BatchElem, n)
+	err := c.do(ctx, false, "eth_getBlockByNumber batch", func(ctx context.Context, rc *rpc.Client) error {
+		for i := range batch {
+			raws[i] = nil
+			batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber",
+				Args: []any{hexutil.EncodeUint64(from + uint64(i)), false}, Result: &raws[i]}
+		}
+		if err := rc.BatchCallContext(ctx, batch); err != nil {
+			return err
+		}
+		for _, b := range batch {
+			if b.Error != nil {
+				return b.Error
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("headers %d..%d: %w", from, to, err)
+	}
+	out := make([]Header, 0, n)
+	for i, raw := range raws {
+		if len(raw) == 0 || string(raw) == "null" {
+			break
+		}
+		var h rpcHeader
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return nil, fmt.Errorf("header %d: %w", from+uint64(i), err)
+		}
+		out = append(out, Header{Number: uint64(h.Number), Hash: h.Hash, ParentHash: h.ParentHash, Time: uint64(h.Time)})
+	}
+	return out, nil
+}
+
+// LogQuery selects logs in the block range From..To (inclusive).
+type LogQuery struct {
+	From, To  uint64
+	Addresses []common.Address
+	Topics    [][]common.Hash
+}
+
+// Logs calls eth_getLogs. A per-attempt timeout is returned at once, so the
+// caller can shrink the range (see IsRangeError).
+func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
+	arg := map[string]any{
+		"fromBlock": hexutil.EncodeUint64(q.From),
+		"toBlock":   hexutil.EncodeUint64(q.To),
+	}
+	if len(q.Addresses) > 0 {
+		arg["address"] = q.Addresses
+	}
+	if len(q.Topics) > 0 {
+		arg["topics"] = q.Topics
+	}
+	var logs []types.Log
+	err := c.do(ctx, true, "eth_getLogs", func(ctx context.Context, rc *rpc.Client) error {
+		return rc.CallContext(ctx, &logs, "eth_getLogs", arg)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("logs %d..%d: %w", q.From, q.To, err)
+	}
+	return logs, nil
+}
+
+// IsRangeError reports whether an eth_getLogs error means "ask for fewer
+// blocks": too many results, range too large, response too big, timeout.
+func IsRangeError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"too many", "range", "limit", "exceed", "too large", "timeout", "timed out",
+		"deadline", "response size", "query returned more than"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// CallContract runs eth_call of data against to at block (nil: latest).
+func (c *Client) CallContract(ctx context.Context, to common.Address, data []byte, block *uint64) ([]byte, error) {
+	tag := "latest"
+	if block != nil {
+		tag = hexutil.EncodeUint64(*block)
+	}
+	var out hexutil.Bytes
+	if err := c.Call(ctx, &out, "eth_call", map[string]any{"to": to, "data": hexutil.Bytes(data)}, tag); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SubscribeHeads subscribes to newHeads over WSURL and sends the new head's
+// number on the returned channel (dropping notifications the reader is too
+// slow for). It reconnects with backoff until ctx ends. Without WSURL it
+// returns nil: callers poll.
+func (c *Client) SubscribeHeads(ctx context.Context) <-chan uint64 {
+	if c.opts.WSURL == "" {
+		return nil
+	}
+	out := make(chan uint64, 1)
+	go func() {
+		backoff := c.opts.Backoff
+		for ctx.Err() == nil {
+			err := c.followHeads(ctx, out)
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Warn("newHeads subscription ended; reconnecting", "url", redactURL(c.opts.WSURL), "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, c.opts.MaxBackoff)
+		}
+	}()
+	return out
+}
+
+func (c *Client) followHeads(ctx context.Context, out chan<- uint64) error {
+	rc, err := rpc.DialContext(ctx, c.opts.WSURL)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	heads := make(chan rpcHeader, 16)
+	sub, err := rc.EthSubscribe(ctx, heads, "newHeads")
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-sub.Err():
+			return err
+		case h := <-heads:
+			select {
+			case out <- uint64(h.Number):
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts/abi"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// Claimer turns claims into runs inside the caller's transaction: the engine
+// runs store.ClaimRuns and enqueues each new run's first step job in tx. It
+// returns how many runs were created.
+type Claimer interface {
+	ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (int, error)
+}
+
+// Network is one chain rflow watches.
+type Network struct {
+	Name    string
+	ChainID int64
+	// RPC lists HTTP JSON-RPC URLs, in failover order.
+	RPC []string
+	// WS optionally names a WebSocket URL whose newHeads wake the head
+	// tracker early; polling at BlockPollInterval stays the baseline.
+	WS string
+	// Confirmations is the default depth of the confirmed phase.
+	Confirmations int
+	// BlockPollInterval is how often the head is polled (default 1s).
+	BlockPollInterval time.Duration
+	// MaxBlockRange caps one eth_getLogs range (default 2000); ranges
+	// shrink on "too many results" and grow back.
+	MaxBlockRange uint64
+	// Window is how many recent blocks the block-hash window keeps
+	// (default 256); reorgs deeper than it are handled as a replaced chain.
+	Window int
+}
+
+func (n Network) withDefaults() Network {
+	if n.BlockPollInterval <= 0 {
+		n.BlockPollInterval = time.Second
+	}
+	if n.MaxBlockRange == 0 {
+		n.MaxBlockRange = 2000
+	}
+	if n.Window <= 0 {
+		n.Window = 256
+	}
+	return n
+}
+
+// Phase is when a log is delivered: at the head (depth 0) or once it has the
+// configured confirmations.
+type Phase string
+
+// Phases.
+const (
+	PhaseHead      Phase = "head"
+	PhaseConfirmed Phase = "confirmed"
+)
+
+// RunOn selects the phases an event trigger claims runs in.
+type RunOn string
+
+// RunOn values. Under RunOnBoth each log claims twice, with keys suffixed
+// :head and :confirmed.
+const (
+	RunOnHead      RunOn = "head"
+	RunOnConfirmed RunOn = "confirmed"
+	RunOnBoth      RunOn = "both"
+)
+
+// EventTrigger claims one run per matching log (per phase).
+type EventTrigger struct {
+	// Workflow is the workflow runs are claimed for; it names the task.
+	Workflow string
+	Network  string
+	// Addresses filters logs by emitting contract (empty: any).
+	Addresses []common.Address
+	Event     *Event
+	// StartBlock is where a new trigger starts scanning.
+	StartBlock uint64
+	// Confirmations overrides the network's depth for the confirmed phase.
+	Confirmations *int
+	// RunOn defaults to RunOnConfirmed.
+	RunOn RunOn
+	// Where, when set, filters decoded logs (Decoded.Fields) before claiming.
+	// An error skips the log and is logged.
+	Where func(event map[string]any) (bool, error)
+}
+
+// BlockTrigger claims a run every Every blocks (block numbers divisible by
+// Every), keyed by the block number.
+type BlockTrigger struct {
+	Workflow string
+	Network  string
+	Every    uint64
+	// Confirmations is the depth at which a block fires (default 0).
+	Confirmations int
+}
+
+// ReadTrigger calls a view function and claims a run with its result, either
+// every EveryBlocks blocks (key: block number) or every Interval (key: the
+// poll instant, RFC 3339 UTC, aligned to the interval).
+type ReadTrigger struct {
+	Workflow    string
+	Network     string
+	Address     common.Address
+	Method      abi.Method
+	Args        []any
+	EveryBlocks uint64
+	Interval    time.Duration
+	// Confirmations is the depth of the block read at (default 0).
+	Confirmations int
+	// When, when set, filters results before claiming.
+	When func(result any) (bool, error)
+}
+
+// Reorg is handed to the OnReorg hook inside the transaction that records
+// it: the runs whose triggering log or block left the canonical chain.
+type Reorg struct {
+	ChainID      int64
+	ForkBlock    int64
+	Depth        int
+	OrphanedRuns []uuid.UUID
+}
+
+// Config is what a Service runs.
+type Config struct {
+	// Owner identifies this process in leases (default: hostname, pid and a
+	// random suffix).
+	Owner string
+	// LeasePrefix namespaces lease names (e.g. the project name).
+	LeasePrefix string
+	// LeaseTTL is how long a dead process keeps its tasks (default 15s).
+	LeaseTTL time.Duration
+	// ClaimBatch is the claims per Claimer call (default 500).
+	ClaimBatch int
+
+	Networks []Network
+	Events   []EventTrigger
+	Blocks   []BlockTrigger
+	Reads    []ReadTrigger
+
+	// OnReorg is called in the reorg's transaction; an error rolls the
+	// reorg back and it is retried.
+	OnReorg func(ctx context.Context, tx pgx.Tx, r Reorg) error
+}
+
+func confirmationsOf(t EventTrigger, n Network) int {
+	if t.Confirmations != nil {
+		return *t.Confirmations
+	}
+	return n.Confirmations
+}
+
+func (t EventTrigger) phases() ([]Phase, error) {
+	switch t.RunOn {
+	case "", RunOnConfirmed:
+		return []Phase{PhaseConfirmed}, nil
+	case RunOnHead:
+		return []Phase{PhaseHead}, nil
+	case RunOnBoth:
+		return []Phase{PhaseHead, PhaseConfirmed}, nil
+	}
+	return nil, fmt.Errorf("event trigger %s: run_on %q: want head, confirmed or both", t.Workflow, t.RunOn)
+}

@@ -1,0 +1,119 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// EventPayload is the JSON trigger payload of an event claim (exposed to
+// workflow expressions as `trigger`): the decoded log as `event` (see
+// Decoded.Fields; uint256 values are exact JSON numbers), its block and the
+// phase it was claimed in.
+type EventPayload struct {
+	Event Decoded `json:"event"`
+	Block uint64  `json:"block"`
+	Phase Phase   `json:"phase"`
+}
+
+// EventKey is an event claim's trigger key: chain_id:tx_hash:log_index, with
+// the phase appended under run_on: both.
+func EventKey(chainID int64, txHash common.Hash, logIndex uint, phase Phase, both bool) string {
+	key := fmt.Sprintf("%d:%s:%d", chainID, txHash.Hex(), logIndex)
+	if both {
+		key += ":" + string(phase)
+	}
+	return key
+}
+
+func (s *Service) addEvent(t EventTrigger) error {
+	n, err := s.network(t.Network, "event trigger "+t.Workflow)
+	if err != nil {
+		return err
+	}
+	if t.Event == nil {
+		return fmt.Errorf("event trigger %s: no event", t.Workflow)
+	}
+	phases, err := t.phases()
+	if err != nil {
+		return err
+	}
+	name := "event/" + t.Workflow
+	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
+		jobs := make([]*cursorJob, 0, len(phases))
+		for _, p := range phases {
+			depth := 0
+			if p == PhaseConfirmed {
+				depth = confirmationsOf(t, n.cfg)
+			}
+			jobs = append(jobs, &cursorJob{s: s, n: n, lease: lease, task: name, phase: string(p), depth: depth,
+				start: int64(t.StartBlock) - 1, fetch: s.eventFetcher(n, t, p, len(phases) > 1)})
+		}
+		return s.follow(ctx, n, jobs...)
+	})
+	return nil
+}
+
+// eventFetcher reads a range's logs, decodes them, applies Where and builds
+// the claims.
+func (s *Service) eventFetcher(n *netState, t EventTrigger, phase Phase, both bool) fetchFunc {
+	return func(ctx context.Context, from, to int64) (batch, error) {
+		logs, err := n.client.Logs(ctx, LogQuery{From: uint64(from), To: uint64(to), Addresses: t.Addresses,
+			Topics: [][]common.Hash{{t.Event.Topic()}}})
+		if err != nil {
+			return batch{}, err
+		}
+		b := batch{hashes: make(map[int64]string), claims: make([]store.Claim, 0, len(logs))}
+		for _, l := range logs {
+			if l.Removed {
+				continue
+			}
+			b.hashes[int64(l.BlockNumber)] = l.BlockHash.Hex()
+			c, ok, err := s.eventClaim(n, t, l, phase, both)
+			if err != nil {
+				return batch{}, err
+			}
+			if ok {
+				b.claims = append(b.claims, c)
+			}
+		}
+		return b, nil
+	}
+}
+
+func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Phase, both bool) (store.Claim, bool, error) {
+	d, err := t.Event.Decode(l)
+	if err != nil {
+		s.log.Warn("skipping undecodable log", "workflow", t.Workflow, "err", err)
+		return store.Claim{}, false, nil
+	}
+	if t.Where != nil {
+		ok, err := t.Where(d.Fields())
+		if err != nil {
+			s.log.Warn("where filter failed; skipping log", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
+				"log_index", l.Index, "err", err)
+			return store.Claim{}, false, nil
+		}
+		if !ok {
+			return store.Claim{}, false, nil
+		}
+	}
+	payload, err := json.Marshal(EventPayload{Event: d, Block: l.BlockNumber, Phase: phase})
+	if err != nil {
+		return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
+	}
+	return store.Claim{
+		Workflow:    t.Workflow,
+		TriggerKey:  EventKey(n.cfg.ChainID, l.TxHash, l.Index, phase, both),
+		TriggerKind: "event",
+		Trigger:     payload,
+		ChainID:     n.cfg.ChainID,
+		BlockNumber: int64(l.BlockNumber),
+		BlockHash:   l.BlockHash.Hex(),
+	}, true, nil
+}

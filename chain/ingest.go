@@ -1,0 +1,174 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// errStale means the window moved while a range was being read: the range
+// is dropped and read again.
+var errStale = errors.New("range is stale")
+
+// batch is what a range fetch produced: claims, and the block hashes they
+// rely on (block number -> hash) to be checked against the window inside the
+// claim transaction.
+type batch struct {
+	claims []store.Claim
+	hashes map[int64]string
+}
+
+// fetchFunc reads blocks from..to (inclusive) from the node. A range error
+// (see IsRangeError) makes the caller shrink the range.
+type fetchFunc func(ctx context.Context, from, to int64) (batch, error)
+
+// cursorJob is one (task, phase) cursor walking a network's window at a
+// depth. It is owned by one goroutine.
+type cursorJob struct {
+	s     *Service
+	n     *netState
+	lease store.Lease
+	task  string
+	phase string
+	depth int
+	start int64 // the cursor's first value if it does not exist yet
+	fetch fetchFunc
+
+	size uint64 // current range size: shrinks on range errors, grows back
+}
+
+// step advances the cursor by at most one range. It reports whether it made
+// progress (so the caller loops at once) or is caught up (so it waits).
+func (j *cursorJob) step(ctx context.Context) (bool, error) {
+	chainID := j.n.cfg.ChainID
+	head, ok, err := store.WindowHead(ctx, j.s.pool, chainID)
+	if err != nil || !ok {
+		return false, err
+	}
+	target := head.Number - int64(j.depth)
+	cursor, err := store.EnsureCursor(ctx, j.s.pool, j.task, j.phase, chainID, j.start)
+	if err != nil {
+		return false, err
+	}
+	if cursor >= target {
+		return false, nil
+	}
+	reorgID, err := store.LastReorgID(ctx, j.s.pool, chainID)
+	if err != nil {
+		return false, err
+	}
+	if j.size == 0 {
+		j.size = j.n.cfg.MaxBlockRange
+	}
+	from := cursor + 1
+	to := min(target, from+int64(j.size)-1)
+	b, err := j.fetch(ctx, from, to)
+	if err != nil {
+		if IsRangeError(err) && j.size > 1 {
+			j.size = max(1, j.size/2)
+			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size, "err", err)
+			return true, nil
+		}
+		return false, err
+	}
+	if j.size < j.n.cfg.MaxBlockRange {
+		j.size = min(j.n.cfg.MaxBlockRange, j.size*2)
+	}
+	err = pgx.BeginFunc(ctx, j.s.pool, func(tx pgx.Tx) error {
+		// Lock the cursor first: a reorg locks every cursor of the chain
+		// before it rewinds them, so it either committed before this point
+		// (and LastReorgID shows it) or waits and then sees this advance.
+		cur, err := store.LockCursor(ctx, tx, j.task, j.phase)
+		if err != nil {
+			return err
+		}
+		if cur != cursor {
+			return errStale
+		}
+		if rid, err := store.LastReorgID(ctx, tx, chainID); err != nil {
+			return err
+		} else if rid != reorgID {
+			return errStale
+		}
+		if err := j.verify(ctx, tx, b.hashes); err != nil {
+			return err
+		}
+		for i := 0; i < len(b.claims); i += j.s.cfg.ClaimBatch {
+			chunk := b.claims[i:min(len(b.claims), i+j.s.cfg.ClaimBatch)]
+			if _, err := j.s.claimer.ClaimTx(ctx, tx, chunk); err != nil {
+				return fmt.Errorf("claim %d occurrence(s) in blocks %d..%d: %w", len(chunk), from, to, err)
+			}
+		}
+		return store.AdvanceCursor(ctx, tx, j.lease, j.task, j.phase, cursor, to)
+	})
+	switch {
+	case errors.Is(err, errStale), errors.Is(err, store.ErrCursorMoved):
+		j.s.log.Debug("range stale; rereading", "task", j.task, "phase", j.phase, "from", from, "to", to)
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s/%s blocks %d..%d: %w", j.task, j.phase, from, to, err)
+	}
+	return true, nil
+}
+
+// verify checks that every block the batch relies on is still the window's
+// block at that height. Blocks older than the window are final enough to
+// trust.
+func (j *cursorJob) verify(ctx context.Context, tx pgx.Tx, hashes map[int64]string) error {
+	if len(hashes) == 0 {
+		return nil
+	}
+	bottom, err := store.WindowBottom(ctx, tx, j.n.cfg.ChainID)
+	if err != nil {
+		return err
+	}
+	nums := make([]int64, 0, len(hashes))
+	for n := range hashes {
+		if n >= bottom {
+			nums = append(nums, n)
+		}
+	}
+	window, err := store.BlockHashes(ctx, tx, j.n.cfg.ChainID, nums)
+	if err != nil {
+		return err
+	}
+	for _, n := range nums {
+		if window[n] != hashes[n] {
+			return errStale
+		}
+	}
+	return nil
+}
+
+// follow runs jobs until ctx ends: each steps while it makes progress, and
+// all wait for the next window change or poll interval when caught up.
+func (s *Service) follow(ctx context.Context, n *netState, jobs ...*cursorJob) error {
+	for {
+		changed := n.wait()
+		progressed := false
+		for _, j := range jobs {
+			ok, err := j.step(ctx)
+			if err != nil {
+				return err
+			}
+			progressed = progressed || ok
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if progressed {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(n.cfg.BlockPollInterval):
+		}
+	}
+}

@@ -1,0 +1,177 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// ReadPayload is the JSON trigger payload of a read claim: the decoded view
+// result (one output as its value, several as an object by name), the block
+// it was read at, and for interval reads the poll instant.
+type ReadPayload struct {
+	Result    any    `json:"result"`
+	Block     uint64 `json:"block"`
+	BlockHash string `json:"block_hash"`
+	Tick      string `json:"tick,omitempty"`
+}
+
+func (s *Service) addRead(t ReadTrigger) error {
+	n, err := s.network(t.Network, "read trigger "+t.Workflow)
+	if err != nil {
+		return err
+	}
+	if (t.EveryBlocks == 0) == (t.Interval <= 0) {
+		return fmt.Errorf("read trigger %s: set exactly one of every-N-blocks and interval", t.Workflow)
+	}
+	if _, err := t.Method.Inputs.Pack(t.Args...); err != nil {
+		return fmt.Errorf("read trigger %s: arguments of %s: %w", t.Workflow, t.Method.Name, err)
+	}
+	name := "read/" + t.Workflow
+	if t.Interval > 0 {
+		s.addTask(name, func(ctx context.Context, lease store.Lease) error {
+			return s.readEvery(ctx, n, t, name, lease)
+		})
+		return nil
+	}
+	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
+		start, err := s.startAtHead(ctx, n, t.Confirmations)
+		if err != nil {
+			return err
+		}
+		fetch := func(ctx context.Context, from, to int64) (batch, error) {
+			nums := everyN(from, to, t.EveryBlocks)
+			hashes, err := s.blockHashes(ctx, n, nums)
+			if err != nil {
+				return batch{}, err
+			}
+			b := batch{hashes: hashes}
+			for _, num := range nums {
+				c, ok, err := s.readClaim(ctx, n, t, num, hashes[num], strconv.FormatInt(num, 10), "")
+				if err != nil {
+					return batch{}, err
+				}
+				if ok {
+					b.claims = append(b.claims, c)
+				}
+			}
+			return b, nil
+		}
+		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, phase: "block",
+			depth: t.Confirmations, start: start, fetch: fetch})
+	})
+	return nil
+}
+
+// readClaim calls the view at block num and builds its claim if When
+// accepts the result.
+func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num int64, hash, key, tick string) (store.Claim, bool, error) {
+	input, err := t.Method.Inputs.Pack(t.Args...)
+	if err != nil {
+		return store.Claim{}, false, err
+	}
+	block := uint64(num)
+	out, err := n.client.CallContract(ctx, t.Address, append(t.Method.ID[:len(t.Method.ID):len(t.Method.ID)], input...), &block)
+	if err != nil {
+		return store.Claim{}, false, fmt.Errorf("read %s at block %d: %w", t.Method.Name, num, err)
+	}
+	vals, err := t.Method.Outputs.Unpack(out)
+	if err != nil {
+		return store.Claim{}, false, fmt.Errorf("decode %s result at block %d: %w", t.Method.Name, num, err)
+	}
+	var result any
+	if len(vals) == 1 {
+		result = Normalize(vals[0])
+	} else {
+		m := make(map[string]any, len(vals))
+		for i, v := range vals {
+			name := t.Method.Outputs[i].Name
+			if name == "" {
+				name = fmt.Sprintf("arg%d", i)
+			}
+			m[name] = Normalize(v)
+		}
+		result = m
+	}
+	if t.When != nil {
+		ok, err := t.When(result)
+		if err != nil {
+			s.log.Warn("when filter failed; skipping read", "workflow", t.Workflow, "block", num, "err", err)
+			return store.Claim{}, false, nil
+		}
+		if !ok {
+			return store.Claim{}, false, nil
+		}
+	}
+	payload, err := json.Marshal(ReadPayload{Result: result, Block: block, BlockHash: hash, Tick: tick})
+	if err != nil {
+		return store.Claim{}, false, err
+	}
+	return store.Claim{Workflow: t.Workflow, TriggerKey: key, TriggerKind: "read", Trigger: payload,
+		ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hash}, true, nil
+}
+
+// readEvery polls the view once per Interval slot. The slot start (UTC,
+// RFC 3339) is the claim key; the cursor (chain 0, so reorgs leave it alone)
+// holds the last slot done in Unix milliseconds. Slots missed while no
+// process held the lease are skipped, like cron without catch_up.
+func (s *Service) readEvery(ctx context.Context, n *netState, t ReadTrigger, name string, lease store.Lease) error {
+	const phase = "tick"
+	for {
+		slot := time.Now().UTC().Truncate(t.Interval)
+		if err := s.readSlot(ctx, n, t, name, phase, lease, slot); err != nil && !errors.Is(err, errStale) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Until(slot.Add(t.Interval))):
+		}
+	}
+}
+
+func (s *Service) readSlot(ctx context.Context, n *netState, t ReadTrigger, name, phase string, lease store.Lease, slot time.Time) error {
+	cursor, err := store.EnsureCursor(ctx, s.pool, name, phase, 0, -1)
+	if err != nil {
+		return err
+	}
+	if slot.UnixMilli() <= cursor {
+		return nil
+	}
+	head, ok, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
+	if err != nil || !ok {
+		return err
+	}
+	num := head.Number - int64(t.Confirmations)
+	hashes, err := s.blockHashes(ctx, n, []int64{num})
+	if err != nil {
+		return err
+	}
+	tick := slot.Format(time.RFC3339)
+	c, ok, err := s.readClaim(ctx, n, t, num, hashes[num], tick, tick)
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := store.LockCursor(ctx, tx, name, phase)
+		if err != nil {
+			return err
+		}
+		if cur != cursor {
+			return errStale
+		}
+		if ok {
+			if _, err := s.claimer.ClaimTx(ctx, tx, []store.Claim{c}); err != nil {
+				return fmt.Errorf("claim read %s: %w", tick, err)
+			}
+		}
+		return store.AdvanceCursor(ctx, tx, lease, name, phase, cursor, slot.UnixMilli())
+	})
+}
