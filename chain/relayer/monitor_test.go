@@ -1,0 +1,205 @@
+package relayer_test
+
+import (
+	"context"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/relayer"
+)
+
+// broadcasts waits until the send has at least n recorded broadcasts
+// accepted by the node and returns them.
+func (tb *testBundle) broadcasts(t *testing.T, externalID string, n int) []relayer.Broadcast {
+	t.Helper()
+	var out []relayer.Broadcast
+	waitFor(t, "broadcasts", func() bool {
+		got, err := tb.r.Get(context.Background(), externalID)
+		if err != nil {
+			return false
+		}
+		bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+		require.NoError(t, err)
+		sent := 0
+		for _, b := range bs {
+			if b.Sent {
+				sent++
+			}
+		}
+		out = bs
+		return sent >= n
+	})
+	return out
+}
+
+func TestGasBumpKeepsTxIDChangesHash(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: 150 * time.Millisecond}})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	queued, _ := tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(42)})
+
+	bs := tb.broadcasts(t, ext(t, 1), 3)
+	seen := map[string]bool{}
+	for i, b := range bs {
+		require.Equal(t, "send", b.Kind)
+		require.Equal(t, bs[0].Nonce, b.Nonce)
+		require.False(t, seen[b.Hash.Hex()], "hash repeated")
+		seen[b.Hash.Hex()] = true
+		if i > 0 {
+			// Every bump raises both fees by at least 10%.
+			for _, pair := range [][2]*big.Int{{bs[i-1].MaxFee, b.MaxFee}, {bs[i-1].MaxPriorityFee, b.MaxPriorityFee}} {
+				min := new(big.Int).Mul(pair[0], big.NewInt(110))
+				require.GreaterOrEqual(t, new(big.Int).Mul(pair[1], big.NewInt(100)).Cmp(min), 0, "bump below +10%%")
+			}
+		}
+	}
+
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, queued.TxID, got.TxID)
+	require.Equal(t, before+1, tb.nonce(t))
+	require.Equal(t, int64(42), tb.balance(t, to).Int64())
+
+	// Exactly one of the hashes was mined, and it is the one reported.
+	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(bs), 3)
+	mined := 0
+	for _, b := range bs {
+		_, err := tb.eth.TransactionReceipt(context.Background(), b.Hash)
+		if err == nil {
+			mined++
+			require.Equal(t, got.Hash, b.Hash)
+		} else {
+			require.ErrorIs(t, err, ethereum.NotFound)
+		}
+	}
+	require.Equal(t, 1, mined)
+}
+
+func TestGasBumpStopsAtFeeCap(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: 100 * time.Millisecond}})
+	head, err := tb.eth.HeaderByNumber(context.Background(), nil)
+	require.NoError(t, err)
+	tip, err := tb.eth.SuggestGasTipCap(context.Background())
+	require.NoError(t, err)
+	// Room for exactly one bump above the first max fee (2 × base + tip).
+	first := new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip)
+	limit := new(big.Int).Div(new(big.Int).Mul(first, big.NewInt(125)), big.NewInt(100))
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: freshAddress(t), Value: big.NewInt(1), MaxFeePerGas: limit})
+	bs := tb.broadcasts(t, ext(t, 1), 2)
+	time.Sleep(600 * time.Millisecond) // several more bump intervals
+	got, err := tb.r.Get(context.Background(), ext(t, 1))
+	require.NoError(t, err)
+	bs, err = tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.Len(t, bs, 2)
+	for _, b := range bs {
+		require.LessOrEqual(t, b.MaxFee.Cmp(limit), 0)
+	}
+	tb.node.Mine(1)
+	require.Equal(t, relayer.StatusConfirmed, tb.waitFinal(t, ext(t, 1)).Status)
+}
+
+func TestDeadlineExpiresWithNoop(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: time.Minute}})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(5), Deadline: time.Now().Add(700 * time.Millisecond)})
+	bs := tb.broadcasts(t, ext(t, 1), 2)
+	require.Equal(t, "send", bs[0].Kind)
+	require.Equal(t, "cancel", bs[len(bs)-1].Kind)
+	require.Equal(t, bs[0].Nonce, bs[len(bs)-1].Nonce)
+
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusExpired, got.Status)
+	require.Equal(t, bs[len(bs)-1].Hash, got.Hash)
+	require.Equal(t, before+1, tb.nonce(t)) // the no-op used the nonce
+	require.Zero(t, tb.balance(t, to).Sign())
+	require.Equal(t, 1, tb.finalCalls(ext(t, 1)))
+}
+
+func TestCancelReplacesWithNoop(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: time.Minute}})
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(5)})
+	tb.broadcasts(t, ext(t, 1), 1)
+	ok, err := tb.r.Cancel(context.Background(), ext(t, 1))
+	require.NoError(t, err)
+	require.True(t, ok)
+	bs := tb.broadcasts(t, ext(t, 1), 2)
+	require.Equal(t, "cancel", bs[len(bs)-1].Kind)
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusCancelled, got.Status)
+	require.Zero(t, tb.balance(t, to).Sign())
+
+	ok, err = tb.r.Cancel(context.Background(), ext(t, 1))
+	require.NoError(t, err)
+	require.False(t, ok, "a final send cannot be cancelled")
+}
+
+func TestNonceUsedOutsideIsHealed(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: freshAddress(t), Value: big.NewInt(1)})
+	first := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, first.Status)
+
+	// The same key sends twice without rflow: the relayer's stored next
+	// nonce is now behind the chain.
+	tb.sendOutside(t, *first.Nonce+1, gwei(1))
+	tb.sendOutside(t, *first.Nonce+2, gwei(1))
+	require.Equal(t, *first.Nonce+3, tb.nonce(t))
+
+	for i := 2; i <= 3; i++ {
+		tb.queue(t, relayer.Request{ExternalID: ext(t, i), To: freshAddress(t), Value: big.NewInt(1)})
+	}
+	n2, n3 := tb.waitFinal(t, ext(t, 2)), tb.waitFinal(t, ext(t, 3))
+	require.Equal(t, relayer.StatusConfirmed, n2.Status, n2.Error)
+	require.Equal(t, relayer.StatusConfirmed, n3.Status, n3.Error)
+	require.ElementsMatch(t, []uint64{*first.Nonce + 3, *first.Nonce + 4}, []uint64{*n2.Nonce, *n3.Nonce})
+	require.Equal(t, *first.Nonce+5, tb.nonce(t))
+}
+
+func TestRecoverReconcilesNonce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noClient: true})
+	ctx := context.Background()
+	tb.sendOutside(t, 0, gwei(1))
+	res, err := tb.r.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Reconciled)
+	var next int64
+	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT next_nonce FROM relayer.nonces WHERE address = $1`,
+		tb.wallet.Address().Hex()).Scan(&next))
+	require.Equal(t, int64(1), next)
+}
+
+func TestOutsideReplacementEndsReplaced(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: time.Minute}})
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(9)})
+	bs := tb.broadcasts(t, ext(t, 1), 1)
+	// Someone with the key replaces the pending send on purpose.
+	tb.sendOutside(t, bs[0].Nonce, gwei(50))
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusReplaced, got.Status)
+	require.Contains(t, got.Error, "did not send")
+	require.Zero(t, tb.balance(t, to).Sign())
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, bs[0].Nonce+1, tb.nonce(t), "the relayer must not re-send a replaced send")
+}
