@@ -103,6 +103,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(),
 			migrateCommand(),
+			validateCommand(),
+			startCommand(),
+			runCommand(),
+			runsCommand(),
+			workflowsCommand(),
 		},
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() reports errors

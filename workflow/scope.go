@@ -1,0 +1,108 @@
+package workflow
+
+import "maps"
+
+// Expression scopes. Trigger conditions (where, when, idempotency_key) see
+// only the trigger's data and env; steps also see run and steps; foreach
+// bodies add item and index; a wait_for condition sees the awaited event as
+// event (the trigger's stays at trigger.event).
+
+var runT = objectT("run", map[string]*typ{"id": stringT, "workflow": stringT, "attempt": intT})
+
+// envT is the process environment as expressions see it (env.SLACK_URL).
+var envT = mapT(stringT)
+
+func absentReasons() map[string]string {
+	return map[string]string{
+		"event":   "event is only available with an event trigger (and in a wait_for event's where)",
+		"result":  "result is only available with a read trigger",
+		"headers": "headers is only available with a webhook trigger",
+		"body":    "body is only available with a webhook trigger",
+		"item":    "item is only available inside a foreach step's steps",
+		"index":   "index is only available inside a foreach step's steps",
+		"steps":   "steps is not available in trigger conditions (no step has run yet)",
+		"run":     "run is not available in trigger conditions (the run does not exist yet)",
+	}
+}
+
+// triggerObject describes the trigger variable for the workflow's kind.
+func triggerObject(ctx *wfCtx) *typ {
+	fields := map[string]*typ{"key": stringT, "kind": stringT}
+	switch ctx.w.Trigger.Kind {
+	case TriggerEvent:
+		fields["event"] = orAny(ctx.eventT)
+	case TriggerCron:
+		fields["tick"] = stringT
+	case TriggerBlock:
+		fields["block"] = intT
+	case TriggerRead:
+		fields["block"] = intT
+		fields["result"] = orAny(ctx.resultT)
+	case TriggerWebhook:
+		fields["headers"] = envT
+		fields["body"] = anyT
+	case TriggerManual:
+		fields["input"] = anyT
+	case "":
+		return anyT // the trigger itself is broken; do not cascade errors
+	}
+	return objectT("trigger", fields)
+}
+
+func orAny(t *typ) *typ {
+	if t == nil {
+		return anyT
+	}
+	return t
+}
+
+// triggerScope is the scope of the trigger's own conditions.
+func triggerScope(ctx *wfCtx) *scope {
+	sc := &scope{vars: map[string]*typ{"env": envT, "trigger": triggerObject(ctx)}, absent: absentReasons()}
+	addTriggerVars(ctx, sc)
+	return sc
+}
+
+func addTriggerVars(ctx *wfCtx, sc *scope) {
+	switch ctx.w.Trigger.Kind {
+	case TriggerEvent:
+		sc.vars["event"] = orAny(ctx.eventT)
+	case TriggerRead:
+		sc.vars["result"] = orAny(ctx.resultT)
+	case TriggerWebhook:
+		sc.vars["headers"] = envT
+		sc.vars["body"] = anyT
+	case "":
+		// Unknown trigger: allow its variables untyped to avoid cascades.
+		for _, v := range []string{"event", "result", "headers", "body"} {
+			sc.vars[v] = anyT
+		}
+	}
+	for v := range sc.vars {
+		delete(sc.absent, v)
+	}
+}
+
+// stepScope is the scope of top-level steps, finally and on_reorg.
+func stepScope(ctx *wfCtx) *scope {
+	steps := map[string]*typ{}
+	for id := range ctx.ids {
+		steps[id] = objectT("step "+id, map[string]*typ{"output": anyT})
+	}
+	sc := &scope{vars: map[string]*typ{
+		"env": envT, "trigger": triggerObject(ctx), "run": runT, "steps": objectT("steps", steps),
+	}, absent: absentReasons()}
+	addTriggerVars(ctx, sc)
+	delete(sc.absent, "steps")
+	delete(sc.absent, "run")
+	return sc
+}
+
+// waitScope is the scope of a wait_for event's where: event is the awaited
+// event.
+func waitScope(base *scope, ev *typ) *scope {
+	out := &scope{vars: maps.Clone(base.vars), absent: maps.Clone(base.absent)}
+	out.vars["event"] = ev
+	delete(out.absent, "event")
+	return out
+}

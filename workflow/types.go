@@ -1,0 +1,402 @@
+package workflow
+
+import (
+	"time"
+
+	"github.com/ethereum/go-ethereum/accounts/abi"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/robfig/cron/v3"
+	"math/big"
+)
+
+// Defaults applied by the loader. They are documented in docs/workflows.md.
+const (
+	DefaultConfirmations     = 2
+	DefaultBlockPollInterval = time.Second
+	DefaultMaxBlockRange     = 2000
+	DefaultHTTPTimeout       = 30 * time.Second
+	DefaultWebhookTTL        = 24 * time.Hour
+	DefaultRetryDelay        = time.Second
+	DefaultRetryMaxDelay     = 5 * time.Minute
+	DefaultApprovalTimeout   = 24 * time.Hour
+	DefaultOnFailure         = "dead_letter"
+)
+
+// Project is a loaded, checked rflow.yaml with everything it includes.
+type Project struct {
+	Name        string
+	DatabaseURL string
+	// Dir is the directory of the project file; relative paths resolve
+	// against it.
+	Dir       string
+	Networks  []*Network
+	Wallets   []*Wallet
+	Contracts []*Contract
+	Workflows []*Workflow
+	// Warnings holds what validation warned about (never errors: those make
+	// Load fail).
+	Warnings Diagnostics
+
+	lookupEnv func(string) (string, bool)
+}
+
+// Network returns the network called name, or nil.
+func (p *Project) Network(name string) *Network {
+	for _, n := range p.Networks {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Wallet returns the wallet called name, or nil.
+func (p *Project) Wallet(name string) *Wallet {
+	for _, w := range p.Wallets {
+		if w.Name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// Contract returns the contract called name, or nil.
+func (p *Project) Contract(name string) *Contract {
+	for _, c := range p.Contracts {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Workflow returns the workflow called name, or nil.
+func (p *Project) Workflow(name string) *Workflow {
+	for _, w := range p.Workflows {
+		if w.Name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// Network is a chain rflow reads from and sends to.
+type Network struct {
+	Name    string
+	ChainID uint64
+	// RPC holds one or more HTTP(S) JSON-RPC URLs, in failover order.
+	RPC []string
+	// WS is an optional websocket URL for head subscriptions.
+	WS string
+	// Confirmations is the reorg-safe depth triggers and waits use unless
+	// they override it (default 2).
+	Confirmations     int
+	BlockPollInterval time.Duration // default 1s
+	MaxBlockRange     uint64        // default 2000
+	Pos               Position
+}
+
+// Wallet is a signing key for sends: either a raw private key or a
+// keystore file with its password.
+type Wallet struct {
+	Name       string
+	PrivateKey Secret
+	Keystore   string // absolute path
+	Password   Secret
+	Pos        Position
+}
+
+// Contract is a deployed contract with its ABI.
+type Contract struct {
+	Name       string
+	Network    string
+	ABI        *abi.ABI
+	Address    common.Address
+	StartBlock uint64
+	Pos        Position
+}
+
+// Workflow is one checked workflow definition.
+type Workflow struct {
+	Name    string
+	Trigger Trigger
+	Steps   []*Step
+	// Finally runs after Steps whether they succeeded or failed.
+	Finally []*Step
+	// OnReorg runs once per (run, fork) when the triggering log is orphaned.
+	OnReorg []*Step
+	// OnFailure is what happens to a run that fails terminally:
+	// "dead_letter" (the default) keeps it in the DLQ for `rflow runs retry`.
+	OnFailure      string
+	Throttle       *Throttle
+	RateLimit      *RateLimit
+	Budgets        []BudgetRef
+	CircuitBreaker *CircuitBreaker
+	// Spec is the canonical JSON of the definition as written (defaults not
+	// applied, ${VAR} references kept unresolved); Hash is its hex sha256.
+	// The same definition gives the same Spec whatever its formatting.
+	Spec []byte
+	Hash string
+	Pos  Position
+	// Warnings are this workflow's warnings when it came from ParseWorkflow
+	// or CompileSpec (Load puts them in Project.Warnings).
+	Warnings Diagnostics
+}
+
+// Step returns the step with id anywhere in the workflow (including
+// foreach bodies, finally and on_reorg), or nil.
+func (w *Workflow) Step(id string) *Step {
+	var found *Step
+	walkSteps(w.allLists(), func(s *Step) {
+		if s.ID == id && found == nil {
+			found = s
+		}
+	})
+	return found
+}
+
+func (w *Workflow) allLists() [][]*Step { return [][]*Step{w.Steps, w.Finally, w.OnReorg} }
+
+func walkSteps(lists [][]*Step, fn func(*Step)) {
+	for _, l := range lists {
+		for _, s := range l {
+			fn(s)
+			if s.Foreach != nil {
+				walkSteps([][]*Step{s.Foreach.Steps}, fn)
+			}
+		}
+	}
+}
+
+// Trigger kinds.
+const (
+	TriggerEvent   = "event"
+	TriggerCron    = "cron"
+	TriggerBlock   = "block"
+	TriggerRead    = "read"
+	TriggerWebhook = "webhook"
+	TriggerManual  = "manual"
+)
+
+// Trigger is what starts a run. Exactly one of the kind-specific fields is
+// set, matching Kind.
+type Trigger struct {
+	Kind    string
+	Event   *EventTrigger
+	Cron    *CronTrigger
+	Block   *BlockTrigger
+	Read    *ReadTrigger
+	Webhook *WebhookTrigger
+	Manual  *ManualTrigger
+	Pos     Position
+}
+
+// Run-on phases of event triggers.
+const (
+	RunOnHead      = "head"
+	RunOnConfirmed = "confirmed"
+	RunOnBoth      = "both"
+)
+
+// EventTrigger starts a run for each matching log of a contract event.
+type EventTrigger struct {
+	Contract string
+	Event    string
+	Where    *Expr
+	// Confirmations overrides the network's depth; nil = the network's.
+	Confirmations *int
+	RunOn         string // head | confirmed (default) | both
+	ABIEvent      *abi.Event
+}
+
+// CronTrigger starts a run at each tick of a schedule (UTC).
+type CronTrigger struct {
+	Schedule string
+	// CatchUp replays ticks missed while no process was running (newest 100).
+	CatchUp  bool
+	schedule cron.Schedule
+}
+
+// Next returns the first tick strictly after after.
+func (c *CronTrigger) Next(after time.Time) time.Time { return c.schedule.Next(after.UTC()) }
+
+// BlockTrigger starts a run every Every blocks of a network.
+type BlockTrigger struct {
+	Network string
+	Every   uint64 // default 1
+}
+
+// ReadTrigger calls a view function periodically and starts a run when When
+// holds (every poll when When is nil). Exactly one of Every and EveryBlocks
+// is set.
+type ReadTrigger struct {
+	Contract    string
+	Function    string
+	Args        []*Value
+	Every       time.Duration
+	EveryBlocks uint64
+	When        *Expr
+	ABIMethod   *abi.Method
+}
+
+// WebhookTrigger starts a run for each POST /hooks/{workflow}.
+type WebhookTrigger struct {
+	// Secret, when set, requires X-Rflow-Signature on each request.
+	Secret Secret
+	// IdempotencyKey computes the claim key from headers/body; nil makes the
+	// trigger at-least-once (every POST is a new run).
+	IdempotencyKey *Expr
+	TTL            time.Duration // default 24h
+}
+
+// ManualTrigger starts a run from `rflow run` or the HTTP API.
+type ManualTrigger struct{}
+
+// Step kinds.
+const (
+	StepHTTPCall = "http_call"
+	StepNotify   = "notify"
+	StepSend     = "send"
+	StepWaitFor  = "wait_for"
+	StepForeach  = "foreach"
+	StepDelay    = "delay"
+	StepGoto     = "goto"
+	StepFail     = "fail"
+	StepNoop     = "noop"
+)
+
+// Step is one unit of a workflow. Exactly one kind-specific field is set,
+// matching Kind (Goto and Fail hold the data of their kinds).
+type Step struct {
+	ID   string
+	Kind string
+	// If skips the step when it evaluates to false.
+	If       *Expr
+	HTTPCall *HTTPCall
+	Notify   *Notify
+	Send     *Send
+	WaitFor  *WaitFor
+	Foreach  *Foreach
+	Delay    *Delay
+	Goto     string // target step id (same or enclosing step list)
+	Fail     *Value // the failure message
+	// Retry is nil when the step is tried once.
+	Retry *Retry
+	Pos   Position
+}
+
+// HTTPCall is an outgoing HTTP request.
+type HTTPCall struct {
+	Method       string // upper case; default GET, POST when a body is set
+	URL          *Value
+	Headers      map[string]*Value
+	Body         *Value
+	Timeout      time.Duration // default 30s
+	ExpectStatus []int         // nil = any 2xx
+	HMACSecret   Secret
+}
+
+// Notify formats.
+const (
+	NotifyWebhook = "webhook"
+	NotifySlack   = "slack"
+	NotifyDiscord = "discord"
+)
+
+// Notify sends a message to a webhook, Slack or Discord URL.
+type Notify struct {
+	Format string // webhook | slack | discord
+	URL    *Value
+	Text   *Value
+	Body   *Value
+}
+
+// Send queues a transaction through the relayer: a plain value transfer
+// (To/Value/Data) or a contract call (Contract/Function/Args).
+type Send struct {
+	Wallet    string
+	Network   string
+	Contract  string // set for contract calls; To is then the contract's address
+	To        *Value
+	Value     *Value // wei; nil = 0
+	Data      *Value
+	Function  string
+	Args      []*Value
+	ABI       *abi.ABI // the contract's ABI when Function is set
+	ABIMethod *abi.Method
+	// Confirmations the step waits for after inclusion; nil = the network's.
+	Confirmations *int
+	Budget        string
+	Approval      *Approval
+}
+
+// Approval gates a send on a human decision.
+type Approval struct {
+	// Required decides per run whether approval is needed; nil = always.
+	Required  *Expr
+	Timeout   time.Duration // default 24h
+	OnTimeout string        // reject (default) | proceed
+}
+
+// WaitFor parks a run until an event arrives or the timeout passes.
+type WaitFor struct {
+	Event         *WaitEvent
+	Confirmations *int // nil = the network's
+	Timeout       time.Duration
+	OnTimeoutGoto string
+	// OnTimeoutFail fails the run at the timeout (the default when no goto).
+	OnTimeoutFail bool
+}
+
+// WaitEvent is the event a wait_for step waits for.
+type WaitEvent struct {
+	Contract string
+	Event    string
+	Where    *Expr
+	ABIEvent *abi.Event
+}
+
+// Foreach runs Steps once per item of Items.
+type Foreach struct {
+	Items       *Expr
+	Steps       []*Step
+	Concurrency int // default 1
+}
+
+// Delay pauses a run for Duration, or until the time Until evaluates to.
+type Delay struct {
+	Duration time.Duration
+	Until    *Expr
+}
+
+// Throttle limits how many runs start per window; excess claims wait in
+// Postgres, they are never dropped.
+type Throttle struct {
+	Max int
+	Per time.Duration
+}
+
+// RateLimit limits step executions per window; Durable keeps the window in
+// Postgres so a restart cannot reset it.
+type RateLimit struct {
+	Max     int
+	Per     time.Duration
+	Durable bool
+}
+
+// BudgetRef caps cumulative spend of an asset inside a rolling window.
+type BudgetRef struct {
+	Name string
+	// Asset is "native" or the name of an ERC-20 contract.
+	Asset   string
+	Cap     *big.Int // in the asset's smallest unit (wei for native)
+	CapText string   // as written, e.g. "5 ether"
+	Window  time.Duration
+}
+
+// CircuitBreaker pauses a workflow after Failures failed runs in Window.
+type CircuitBreaker struct {
+	Failures int
+	Window   time.Duration
+	Notify   string
+}
