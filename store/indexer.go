@@ -102,12 +102,20 @@ type ReorgRecord struct {
 }
 
 // ApplyReorg records a reorg in one transaction: it rewinds every cursor of
-// the chain at or past the fork to ForkBlock-1 (cursors first, so it
-// serialises with ingesters, which lock their cursor row first), replaces
+// the chain at or past the fork to ForkBlock-1 (locking the chain's cursors
+// first, so it serialises with ingesters, which lock their cursor row and
+// then check LastReorgID), replaces
 // the window from the fork with canonical (the new blocks from ForkBlock
 // on), marks runs whose triggering block is no longer canonical as orphaned,
 // and inserts the indexer.reorgs row. It returns the orphaned run ids.
 func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []IndexedBlock, keep int64) ([]uuid.UUID, error) {
+	// Lock every cursor of the chain first: an ingester holding its cursor
+	// row finishes (and its advance is then seen and rewound) before the
+	// window changes under it.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM indexer.cursors WHERE chain_id = $1 ORDER BY task, phase FOR UPDATE`,
+		r.ChainID); err != nil {
+		return nil, fmt.Errorf("lock chain %d cursors: %w", r.ChainID, err)
+	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE indexer.cursors SET block = $2 - 1, updated_at = now()
 		WHERE chain_id = $1 AND block >= $2`, r.ChainID, r.ForkBlock); err != nil {
@@ -224,4 +232,32 @@ func BlockHashes(ctx context.Context, db DBTX, chainID int64, numbers []int64) (
 		return nil, fmt.Errorf("block hashes of chain %d: %w", chainID, err)
 	}
 	return out, nil
+}
+
+// LastReorgID returns the id of chainID's newest recorded reorg (0: none).
+// An ingester reads it before fetching a range and again after locking its
+// cursor; a change means the window moved under it and the range is stale.
+func LastReorgID(ctx context.Context, db DBTX, chainID int64) (int64, error) {
+	var id int64
+	if err := db.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM indexer.reorgs WHERE chain_id = $1`,
+		chainID).Scan(&id); err != nil {
+		return 0, fmt.Errorf("last reorg of chain %d: %w", chainID, err)
+	}
+	return id, nil
+}
+
+// ReorgsSince returns the lowest fork block among chainID's reorgs with an
+// id above afterID, and the newest such id; found is false when there are
+// none. In-memory followers (wait-only subscriptions) rewind with it.
+func ReorgsSince(ctx context.Context, db DBTX, chainID, afterID int64) (fork, lastID int64, found bool, err error) {
+	var f, l *int64
+	if err := db.QueryRow(ctx, `
+		SELECT min(fork_block), max(id) FROM indexer.reorgs WHERE chain_id = $1 AND id > $2`,
+		chainID, afterID).Scan(&f, &l); err != nil {
+		return 0, 0, false, fmt.Errorf("reorgs of chain %d since %d: %w", chainID, afterID, err)
+	}
+	if f == nil {
+		return 0, afterID, false, nil
+	}
+	return *f, *l, true, nil
 }

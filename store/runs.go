@@ -163,10 +163,11 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 
 // ReopenRun prepares a failed run for an operator's retry: it bumps the run's
 // attempt (so jobs of the previous attempt become stale no-ops), clears the
-// error and makes the failed step runnable again at a new attempt. Completed
-// steps are untouched, so they never re-run. It returns the run and the step
-// key to resume from.
-func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, error) {
+// error, and makes the failed step, plus any step the failure abandoned,
+// runnable again at a new attempt. Completed steps are untouched, so they
+// never re-run. It returns the run and the steps to resume, failed step
+// first.
+func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, error) {
 	r, err := GetRun(ctx, tx, id, true)
 	if err != nil {
 		return nil, nil, err
@@ -177,18 +178,26 @@ func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, er
 	if r.FailedStep == nil {
 		return nil, nil, fmt.Errorf("run %s has no failed step to resume from", id)
 	}
-	step, err := GetStep(ctx, tx, id, *r.FailedStep)
-	if err != nil {
-		return nil, nil, err
-	}
-	err = tx.QueryRow(ctx, `
-		UPDATE rflow.step_runs SET attempt = attempt + 1, status = 'queued', error = NULL, output = NULL,
+	rows, err := tx.Query(ctx, `
+		UPDATE rflow.step_runs SET attempt = attempt + 1, status = 'queued', error = NULL,
 			started_at = NULL, finished_at = NULL
-		WHERE run_id = $1 AND step_key = $2 RETURNING attempt`, id, step.Key).Scan(&step.Attempt)
+		WHERE run_id = $1 AND (step_key = $2 OR status = 'cancelled')
+		RETURNING `+stepColumns, id, *r.FailedStep)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reopen step %s: %w", step.Key, err)
+		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
 	}
-	step.Status, step.Error = StepQueued, nil
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*StepRun, error) { return scanStep(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
+	}
+	for i, s := range steps {
+		if s.Key == *r.FailedStep {
+			steps[0], steps[i] = steps[i], steps[0]
+		}
+	}
+	if len(steps) == 0 || steps[0].Key != *r.FailedStep {
+		return nil, nil, fmt.Errorf("run %s: failed step %s is missing from the journal", id, *r.FailedStep)
+	}
 	_, err = tx.Exec(ctx, `
 		UPDATE rflow.workflow_runs SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
 			finished_at = NULL, updated_at = now()
@@ -198,7 +207,17 @@ func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, *StepRun, er
 	}
 	r.Attempt++
 	r.Status, r.Error, r.FailedStep = RunRunning, nil, nil
-	return r, step, nil
+	return r, steps, nil
+}
+
+// DeleteStep removes a journal row. Retrying a run re-evaluates a failed
+// pure step (a condition, a fail, a foreach's items) from scratch.
+func DeleteStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string) error {
+	_, err := tx.Exec(ctx, `DELETE FROM rflow.step_runs WHERE run_id = $1 AND step_key = $2`, runID, key)
+	if err != nil {
+		return fmt.Errorf("delete step %s of run %s: %w", key, runID, err)
+	}
+	return nil
 }
 
 // RunByKey returns the id of the run that holds a trigger key.
@@ -224,4 +243,17 @@ func PausedRuns(ctx context.Context, db DBTX, workflow string) ([]*Run, error) {
 		return nil, fmt.Errorf("paused runs of %s: %w", workflow, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+}
+
+// LastCronTick returns the newest tick claimed for a cron workflow, or the
+// zero time. Keys are RFC 3339 UTC, so they sort as text.
+func LastCronTick(ctx context.Context, db DBTX, workflow string) (time.Time, error) {
+	var key *string
+	err := db.QueryRow(ctx, `
+		SELECT max(trigger_key) FROM rflow.workflow_runs WHERE workflow_name = $1 AND trigger_kind = 'cron'`,
+		workflow).Scan(&key)
+	if err != nil || key == nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339, *key)
 }

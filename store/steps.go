@@ -73,30 +73,37 @@ func RunSteps(ctx context.Context, db DBTX, runID uuid.UUID) ([]*StepRun, error)
 
 // NewStep is a journal row to create.
 type NewStep struct {
-	Key     string
-	StepID  string
-	Kind    string
-	Status  string
-	Input   []byte
-	Output  []byte
-	Error   *string
-	WakeAt  *time.Time
-	Started *time.Time
+	RunID  uuid.UUID
+	Key    string
+	StepID string
+	Kind   string
+	Status string
+	Input  []byte
+	Output []byte
+	Error  *string
+	WakeAt *time.Time
 }
 
-// InsertSteps creates journal rows in one statement. Rows that already exist
-// are left alone (ON CONFLICT DO NOTHING); it returns the keys it created, so
-// a replayed advance enqueues nothing twice.
-func InsertSteps(ctx context.Context, tx pgx.Tx, runID uuid.UUID, steps []NewStep) (map[string]bool, error) {
+// StepRef names one journal row.
+type StepRef struct {
+	RunID uuid.UUID
+	Key   string
+}
+
+// InsertSteps creates journal rows (of one run or many) in one statement.
+// Rows that already exist are left alone (ON CONFLICT DO NOTHING); it
+// returns the rows it created, so a replayed advance enqueues nothing twice.
+func InsertSteps(ctx context.Context, tx pgx.Tx, steps []NewStep) (map[StepRef]bool, error) {
 	if len(steps) == 0 {
 		return nil, nil
 	}
 	n := len(steps)
+	runIDs := make([]uuid.UUID, n)
 	keys, ids, kinds, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
 	wakes := make([]*time.Time, n)
 	for i, s := range steps {
-		keys[i], ids[i], kinds[i], statuses[i] = s.Key, s.StepID, s.Kind, s.Status
+		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, s.Status
 		if s.Input != nil {
 			v := string(s.Input)
 			inputs[i] = &v
@@ -109,20 +116,20 @@ func InsertSteps(ctx context.Context, tx pgx.Tx, runID uuid.UUID, steps []NewSte
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
-		SELECT $1, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
+		SELECT s.run_id, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
 			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
-			AS s(key, id, kind, status, input, output, error, wake)
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::timestamptz[]) AS s(run_id, key, id, kind, status, input, output, error, wake)
 		ON CONFLICT (run_id, step_key) DO NOTHING
-		RETURNING step_key`, runID, keys, ids, kinds, statuses, inputs, outputs, errs, wakes)
+		RETURNING run_id, step_key`, runIDs, keys, ids, kinds, statuses, inputs, outputs, errs, wakes)
 	if err != nil {
-		return nil, fmt.Errorf("journal %d step(s) of run %s: %w", n, runID, err)
+		return nil, fmt.Errorf("journal %d step(s): %w", n, err)
 	}
-	created := make(map[string]bool, n)
-	var k string
-	_, err = pgx.ForEachRow(rows, []any{&k}, func() error { created[k] = true; return nil })
+	created := make(map[StepRef]bool, n)
+	var ref StepRef
+	_, err = pgx.ForEachRow(rows, []any{&ref.RunID, &ref.Key}, func() error { created[ref] = true; return nil })
 	if err != nil {
-		return nil, fmt.Errorf("journal steps of run %s: %w", runID, err)
+		return nil, fmt.Errorf("journal %d step(s): %w", n, err)
 	}
 	return created, nil
 }

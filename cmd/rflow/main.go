@@ -104,6 +104,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			versionCommand(),
 			migrateCommand(),
 			validateCommand(),
+			startCommand(),
+			runCommand(),
+			runsCommand(),
+			workflowsCommand(),
 		},
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() reports errors

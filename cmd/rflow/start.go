@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+func startCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "start",
+		Usage: "run the engine: triggers, step workers and the HTTP endpoints",
+		Description: "Several processes may run against one database; no work is done twice.\n" +
+			"SIGTERM/SIGINT stops claiming, lets in-flight steps reach their journal, and exits 0.",
+		Flags: []cli.Flag{
+			configFlag(),
+			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
+			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
+			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
+		},
+		Action: func(c *cli.Context) error {
+			logger := newLogger(c)
+			project, err := loadProject(c)
+			if err != nil {
+				return err
+			}
+			db, err := openDatabase(c, project.Name, logger)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if db.Embedded != nil {
+				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n",
+					db.Embedded.DataDir())
+			}
+			return runEngine(c.Context, engineOptions{
+				db: db, project: project, logger: logger, httpAddr: c.String("http"),
+				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"),
+				stdout: c.App.Writer,
+			})
+		},
+	}
+}
+
+type engineOptions struct {
+	db       *database
+	project  *workflow.Project
+	logger   *slog.Logger
+	httpAddr string
+	standby  bool
+	workers  int
+	shutdown time.Duration
+	stdout   interface{ Write([]byte) (int, error) }
+	// ready, when set, is told the engine is up (rflow dev prints then).
+	ready func(*jobs.Engine)
+}
+
+// runEngine migrates, syncs the project's workflows, and runs the engine
+// and triggers until ctx ends, then shuts down gracefully.
+func runEngine(ctx context.Context, o engineOptions) error {
+	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
+		return err
+	}
+	engine, err := jobs.NewEngine(jobs.Config{
+		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger,
+		Workers: o.workers, Faults: os.Getenv("RFLOW_FAULT"),
+	})
+	if err != nil {
+		return err
+	}
+	deployed, err := engine.SyncWorkflows(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range deployed {
+		if d.Changed {
+			o.logger.Info("deployed workflow", "workflow", d.Name, "generation", d.Generation)
+		}
+	}
+	// Work stops when ctx ends; triggers get their own context so they stop
+	// claiming first.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	if err := engine.Start(workCtx); err != nil {
+		return err
+	}
+	triggers, stopTriggers := context.WithCancel(ctx)
+	defer stopTriggers()
+	done := make(chan struct{})
+	if !o.standby {
+		go func() { defer close(done); engine.RunCron(triggers) }()
+	} else {
+		close(done)
+	}
+	var srv *http.Server
+	if o.httpAddr != "" {
+		srv, err = serveHTTP(o.httpAddr, o.db, o.logger)
+		if err != nil {
+			_ = engine.Stop(context.Background())
+			return err
+		}
+	}
+	if o.ready != nil {
+		o.ready(engine)
+	}
+	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "standby", o.standby)
+
+	<-ctx.Done()
+	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
+	stopTriggers()
+	<-done
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+	defer cancel()
+	if err := engine.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	stopWork()
+	o.logger.Info("stopped")
+	return nil
+}
+
+// serveHTTP serves /healthz and /readyz.
+func serveHTTP(addr string, db *database, logger *slog.Logger) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ok"}`)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := db.Pool.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, `{"status":"database unreachable"}`)
+			return
+		}
+		fmt.Fprintln(w, `{"status":"ready"}`)
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server", "err", err)
+		}
+	}()
+	logger.Info("http listening", "addr", l.Addr().String())
+	return srv, nil
+}
+
+// loadProject loads and validates the project file; validation errors are
+// printed one per line and make the command fail.
+func loadProject(c *cli.Context) (*workflow.Project, error) {
+	p, err := workflow.Load(c.String("config"), workflow.LoadOptions{})
+	if err != nil {
+		var ds workflow.Diagnostics
+		if errors.As(err, &ds) {
+			for _, d := range ds {
+				fmt.Fprintln(c.App.ErrWriter, d.String())
+			}
+			return nil, cli.Exit(fmt.Sprintf("%s is not valid (%d problem(s))", c.String("config"), len(ds.Errors())), exitFailure)
+		}
+		return nil, err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, w.String())
+	}
+	return p, nil
+}

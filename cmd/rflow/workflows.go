@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+func workflowsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "workflows",
+		Usage: "list, pause and resume deployed workflows",
+		Subcommands: []*cli.Command{
+			{
+				Name: "ls", Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
+				Action: func(c *cli.Context) error {
+					db, err := openDatabase(c, projectName(c), newLogger(c))
+					if err != nil {
+						return err
+					}
+					defer db.Close()
+					wfs, err := store.ListWorkflows(c.Context, db.Pool)
+					if err != nil {
+						return err
+					}
+					if wfs == nil {
+						wfs = []store.WorkflowRow{}
+					}
+					if done, err := printJSON(c, wfs); done || err != nil {
+						return err
+					}
+					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+					fmt.Fprintln(w, "NAME\tGENERATION\tPAUSED\tUPDATED")
+					for _, wf := range wfs {
+						fmt.Fprintf(w, "%s\t%d\t%v\t%s\n", wf.Name, wf.Generation, wf.Paused, wf.UpdatedAt.UTC().Format(time.RFC3339))
+					}
+					return w.Flush()
+				},
+			},
+			{
+				Name: "pause", Usage: "stop starting runs (claims still pass the gate and wait)", ArgsUsage: "<workflow>",
+				Flags: []cli.Flag{configFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return usagef("pause takes exactly one workflow name")
+					}
+					db, err := openDatabase(c, projectName(c), newLogger(c))
+					if err != nil {
+						return err
+					}
+					defer db.Close()
+					if err := store.SetWorkflowPaused(c.Context, db.Pool, c.Args().First(), true); err != nil {
+						return notFound(err)
+					}
+					fmt.Fprintf(c.App.Writer, "workflow %s paused\n", c.Args().First())
+					return nil
+				},
+			},
+			{
+				Name: "resume", Usage: "start runs again, including those claimed while paused", ArgsUsage: "<workflow>",
+				Flags: []cli.Flag{configFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return usagef("resume takes exactly one workflow name")
+					}
+					e, db, err := openEngine(c)
+					if err != nil {
+						return err
+					}
+					defer db.Close()
+					var n int
+					err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
+						n, err = e.ResumeWorkflowTx(c.Context, tx, c.Args().First())
+						return err
+					})
+					if err != nil {
+						return notFound(err)
+					}
+					fmt.Fprintf(c.App.Writer, "workflow %s resumed (%d waiting run(s) started)\n", c.Args().First(), n)
+					return nil
+				},
+			},
+		},
+	}
+}

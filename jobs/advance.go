@@ -1,0 +1,654 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// advance is one transaction's worth of progress on a run. Starting from a
+// place in the run, it evaluates pure steps (conditions, skips, goto, fail,
+// foreach fan-out) inline, and stops at each side effect by journaling the
+// step's row and enqueueing its job. Nothing is written until flush, which
+// writes every row, the run's new state and the jobs in the caller's
+// transaction: pure steps never cost a commit of their own.
+type advance struct {
+	e   *Engine
+	p   *plan
+	run *store.Run
+	now time.Time
+
+	trigger map[string]any
+	rows    map[string]*store.StepRun // the journal, as loaded plus changes
+	decoded map[string]any            // step key -> decoded output
+
+	epoch      int
+	status     string
+	position   string
+	errMsg     *string
+	failedStep *string
+	wakeAt     *time.Time
+	ended      bool
+
+	newSteps []store.NewStep
+	jobs     []river.InsertManyParams
+	foreach  map[string]*foreachState
+}
+
+// foreachState is the progress of one foreach execution, kept in its
+// journal row (input: the items; output: the progress, then the results).
+type foreachState struct {
+	key     string
+	items   []any
+	next    int // items started so far
+	done    int
+	results []any
+	locked  bool // an existing row, locked for this transaction
+	created int  // index into newSteps when created in this advance, else -1
+	failed  bool
+}
+
+type foreachProgress struct {
+	Next    int   `json:"next"`
+	Done    int   `json:"done"`
+	Results []any `json:"results"`
+}
+
+func (e *Engine) newAdvance(p *plan, run *store.Run, journal []*store.StepRun) (*advance, error) {
+	a := &advance{
+		e: e, p: p, run: run, now: time.Now(),
+		rows:    map[string]*store.StepRun{},
+		decoded: map[string]any{},
+		foreach: map[string]*foreachState{},
+		epoch:   run.Epoch,
+		status:  run.Status,
+		errMsg:  run.Error, failedStep: run.FailedStep,
+	}
+	if run.Position != nil {
+		a.position = *run.Position
+	}
+	for _, s := range journal {
+		a.rows[s.Key] = s
+	}
+	trig, err := workflow.UnmarshalJSON(run.Trigger)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: decode trigger: %w", run.ID, err)
+	}
+	a.trigger, _ = trig.(map[string]any)
+	if a.trigger == nil {
+		a.trigger = map[string]any{}
+	}
+	return a, nil
+}
+
+// env builds the expression environment seen by a step at l.
+func (a *advance) env(l loc) workflow.Env {
+	trigger := map[string]any{}
+	for k, v := range a.trigger {
+		trigger[k] = v
+	}
+	trigger["key"] = a.run.TriggerKey
+	trigger["kind"] = a.run.TriggerKind
+	env := workflow.Env{
+		"trigger": trigger,
+		"run": map[string]any{
+			"id": a.run.ID.String(), "workflow": a.run.Workflow, "attempt": int64(a.run.Attempt),
+			"generation": a.run.Generation,
+		},
+		"env": a.e.envVars,
+	}
+	switch a.run.TriggerKind {
+	case "event":
+		env["event"] = a.trigger
+		trigger["event"] = a.trigger
+	case "read":
+		env["result"] = a.trigger["result"]
+	case "webhook":
+		env["headers"] = a.trigger["headers"]
+		env["body"] = a.trigger["body"]
+	}
+	steps := map[string]any{}
+	chain := a.chain(l)
+	for id, n := range a.p.nodes {
+		if n.depth > len(l.items) || !sameChain(ancestors(n), chain) {
+			continue
+		}
+		if row := a.visible(id, l.items[:n.depth]); row != nil {
+			steps[id] = map[string]any{"output": a.output(row), "status": row.Status}
+		}
+	}
+	env["steps"] = steps
+	if l.n != nil && l.n.parent != nil {
+		i := l.items[len(l.items)-1]
+		items := a.foreachItems(stepKey(l.n.parent.step.ID, l.items[:len(l.items)-1], a.epoch))
+		if i < len(items) {
+			env["item"] = items[i]
+		}
+		env["index"] = int64(i)
+	}
+	return env
+}
+
+// foreachItems returns the items of a foreach execution, from this
+// transaction's state or the journal row's input.
+func (a *advance) foreachItems(key string) []any {
+	if fs := a.foreach[key]; fs != nil {
+		return fs.items
+	}
+	cacheKey := "items:" + key
+	if v, ok := a.decoded[cacheKey]; ok {
+		items, _ := v.([]any)
+		return items
+	}
+	var items []any
+	if row := a.rows[key]; row != nil && len(row.Input) > 0 {
+		v, _ := workflow.UnmarshalJSON(row.Input)
+		items, _ = v.([]any)
+	}
+	a.decoded[cacheKey] = items
+	return items
+}
+
+// orEnv returns env, building it first if it was not needed before.
+func (a *advance) orEnv(env workflow.Env, l loc) workflow.Env {
+	if env == nil {
+		return a.env(l)
+	}
+	return env
+}
+
+// chain is the ids of the foreach steps enclosing l, outermost first.
+func (a *advance) chain(l loc) []string {
+	if l.n == nil {
+		return nil
+	}
+	return ancestors(l.n)
+}
+
+func ancestors(n *node) []string {
+	var out []string
+	for p := n.parent; p != nil; p = p.parent {
+		out = append([]string{p.step.ID}, out...)
+	}
+	return out
+}
+
+// sameChain reports whether inner (a step's enclosing foreach ids) is a
+// prefix of outer (the current place's).
+func sameChain(inner, outer []string) bool {
+	if len(inner) > len(outer) {
+		return false
+	}
+	for i := range inner {
+		if inner[i] != outer[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// visible returns the newest finished execution of a step at items: the
+// current epoch first, then earlier ones (a step a goto jumped over keeps
+// its older output).
+func (a *advance) visible(id string, items []int) *store.StepRun {
+	for e := a.epoch; e >= 0; e-- {
+		if row := a.rows[stepKey(id, items, e)]; row != nil && (row.Status == store.StepCompleted || row.Status == store.StepSkipped) {
+			return row
+		}
+	}
+	return nil
+}
+
+func (a *advance) output(row *store.StepRun) any {
+	if v, ok := a.decoded[row.Key]; ok {
+		return v
+	}
+	var v any
+	if len(row.Output) > 0 {
+		v, _ = workflow.UnmarshalJSON(row.Output)
+	}
+	a.decoded[row.Key] = v
+	return v
+}
+
+// startRun begins a freshly claimed run at its first step.
+func (a *advance) startRun(ctx context.Context, tx pgx.Tx) error {
+	first := a.p.first(sectionSteps)
+	if first == nil {
+		return a.endOfSection(ctx, tx, sectionSteps)
+	}
+	return a.runFrom(ctx, tx, loc{n: first})
+}
+
+// runFrom continues a thread of the run at l, evaluating pure steps until
+// it parks at a side effect or the thread ends.
+func (a *advance) runFrom(ctx context.Context, tx pgx.Tx, l loc) error {
+	for jumps := 0; ; jumps++ {
+		if l.n == nil {
+			return nil
+		}
+		if a.ended {
+			return nil
+		}
+		s := l.n.step
+		key := stepKey(s.ID, l.items, a.epoch)
+		if row := a.rows[key]; row != nil {
+			switch row.Status {
+			case store.StepCompleted, store.StepSkipped:
+				// Already journaled (a replayed advance): never re-run it.
+				next, err := a.after(ctx, tx, l, a.output(row))
+				if err != nil || next == nil {
+					return err
+				}
+				l = *next
+				continue
+			default:
+				// Already parked or running elsewhere.
+				return nil
+			}
+		}
+		var env workflow.Env
+		if s.If != nil {
+			env = a.env(l)
+			ok, err := s.If.Bool(env)
+			if err != nil {
+				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: %v", s.ID, err))
+			}
+			if !ok {
+				a.journal(l, key, store.StepSkipped, nil, nil)
+				next, err := a.after(ctx, tx, l, nil)
+				if err != nil || next == nil {
+					return err
+				}
+				l = *next
+				continue
+			}
+		}
+		switch s.Kind {
+		case "goto":
+			if l.n.depth > 0 {
+				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto inside foreach is not supported", s.ID))
+			}
+			target := a.p.nodes[s.Goto]
+			if target == nil || target.depth > 0 {
+				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto target %q is not a top-level step", s.ID, s.Goto))
+			}
+			a.journal(l, key, store.StepCompleted, mustJSON(map[string]any{"goto": s.Goto}), nil)
+			a.epoch++
+			if a.epoch > a.e.maxJumps {
+				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: more than %d goto jumps in one run (loop guard)", s.ID, a.e.maxJumps))
+			}
+			l = loc{n: target}
+			continue
+		case "fail":
+			msg := "failed by step " + s.ID
+			if s.Fail != nil {
+				env = a.orEnv(env, l)
+				if m, err := s.Fail.String(env); err == nil && m != "" {
+					msg = m
+				} else if err != nil {
+					msg = fmt.Sprintf("step %s: %v", s.ID, err)
+				}
+			}
+			return a.fail(ctx, tx, l, key, msg)
+		case "noop":
+			a.journal(l, key, store.StepCompleted, nil, nil)
+			next, err := a.after(ctx, tx, l, nil)
+			if err != nil || next == nil {
+				return err
+			}
+			l = *next
+			continue
+		case "foreach":
+			return a.startForeach(ctx, tx, l, key, a.orEnv(env, l))
+		case "delay":
+			wake, err := a.wakeTime(s, a.orEnv(env, l))
+			if err != nil {
+				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: %v", s.ID, err))
+			}
+			a.park(l, key, store.StepWaiting, &wake)
+			a.status, a.wakeAt = store.RunWaitingDelay, &wake
+			return nil
+		default:
+			// A side effect: its row and attempt are journaled in this
+			// transaction, before the job that performs it can run.
+			a.park(l, key, store.StepQueued, nil)
+			if a.status != store.RunWaitingDelay {
+				a.status = store.RunRunning
+			}
+			return nil
+		}
+	}
+}
+
+func (a *advance) wakeTime(s *workflow.Step, env workflow.Env) (time.Time, error) {
+	if s.Delay == nil {
+		return time.Time{}, fmt.Errorf("delay has no duration")
+	}
+	if s.Delay.Until != nil {
+		v, err := s.Delay.Until.Eval(env)
+		if err != nil {
+			return time.Time{}, err
+		}
+		switch t := v.(type) {
+		case time.Time:
+			return t, nil
+		case string:
+			return time.Parse(time.RFC3339, t)
+		default:
+			return time.Time{}, fmt.Errorf("until: want an RFC 3339 time, got %T", v)
+		}
+	}
+	return a.now.Add(s.Delay.Duration), nil
+}
+
+// journal records a pure step's row (created at flush).
+func (a *advance) journal(l loc, key, status string, output []byte, errMsg *string) {
+	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: l.n.step.ID, Kind: l.n.step.Kind, Attempt: 1, Status: status, Output: output, Error: errMsg}
+	a.rows[key] = row
+	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: row.StepID, Kind: row.Kind, Status: status, Output: output, Error: errMsg})
+}
+
+// park journals a side-effect step at attempt 1 and enqueues its job.
+func (a *advance) park(l loc, key, status string, wake *time.Time) {
+	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: l.n.step.ID, Kind: l.n.step.Kind, Attempt: 1, Status: status, WakeAt: wake}
+	a.rows[key] = row
+	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: row.StepID, Kind: row.Kind, Status: status, WakeAt: wake})
+	a.jobs = append(a.jobs, stepJob(a.run, key, 1, wake))
+	a.position = key
+}
+
+// after moves past a finished step at l. It returns the next place to run
+// in the same thread, or nil when the thread ended here (a list ended and
+// its continuation, if any, has already been run).
+func (a *advance) after(ctx context.Context, tx pgx.Tx, l loc, output any) (*loc, error) {
+	if next := a.p.next(l.n); next != nil {
+		return &loc{n: next, items: l.items}, nil
+	}
+	if l.n.parent != nil {
+		parent := loc{n: l.n.parent, items: l.items[:len(l.items)-1]}
+		return nil, a.itemDone(ctx, tx, parent, l.items[len(l.items)-1], output)
+	}
+	return nil, a.endOfSection(ctx, tx, l.n.section)
+}
+
+// endOfSection ends the main steps (then finally runs) or the finally block
+// (then the run ends).
+func (a *advance) endOfSection(ctx context.Context, tx pgx.Tx, section string) error {
+	if section == sectionSteps {
+		if first := a.p.first(sectionFinally); first != nil {
+			return a.runFrom(ctx, tx, loc{n: first})
+		}
+	}
+	a.ended = true
+	a.status = store.RunCompleted
+	if a.errMsg != nil {
+		a.status = store.RunFailed
+	}
+	return nil
+}
+
+// fail settles a step as failed and fails the run: the finally block runs,
+// then the run ends as failed with its whole journal kept (dead letter).
+func (a *advance) fail(ctx context.Context, tx pgx.Tx, l loc, key, msg string) error {
+	if row := a.rows[key]; row == nil {
+		a.journal(l, key, store.StepFailed, nil, &msg)
+	} else {
+		row.Status, row.Error = store.StepFailed, &msg
+	}
+	return a.failRun(ctx, tx, l, key, msg)
+}
+
+func (a *advance) failRun(ctx context.Context, tx pgx.Tx, l loc, key, msg string) error {
+	if a.errMsg == nil {
+		a.errMsg, a.failedStep = &msg, &key
+	}
+	if l.n.section == sectionSteps {
+		return a.endOfSection(ctx, tx, sectionSteps)
+	}
+	// A failure inside finally ends the run at once.
+	a.ended = true
+	a.status = store.RunFailed
+	return nil
+}
+
+// startForeach evaluates the items, journals the foreach row and starts up
+// to `concurrency` items.
+func (a *advance) startForeach(ctx context.Context, tx pgx.Tx, l loc, key string, env workflow.Env) error {
+	s := l.n.step
+	v, err := s.Foreach.Items.Eval(env)
+	if err != nil {
+		return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: %v", s.ID, err))
+	}
+	items, ok := v.([]any)
+	if !ok && v != nil {
+		return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: foreach items must be a list, got %T", s.ID, v))
+	}
+	fs := &foreachState{key: key, items: items, results: make([]any, len(items)), created: len(a.newSteps)}
+	a.foreach[key] = fs
+	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: s.ID, Kind: s.Kind, Attempt: 1, Status: store.StepWaiting}
+	a.rows[key] = row
+	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: s.ID, Kind: s.Kind, Status: store.StepWaiting,
+		Input: mustJSON(items)})
+	if len(items) == 0 {
+		row.Status = store.StepCompleted
+		next, err := a.after(ctx, tx, l, []any{})
+		if err != nil || next == nil {
+			return err
+		}
+		return a.runFrom(ctx, tx, *next)
+	}
+	conc := max(s.Foreach.Concurrency, 1)
+	body := a.p.nodes[s.Foreach.Steps[0].ID]
+	for fs.next < len(items) && fs.next < conc {
+		i := fs.next
+		fs.next++
+		if err := a.runFrom(ctx, tx, loc{n: body, items: append(append([]int{}, l.items...), i)}); err != nil {
+			return err
+		}
+		if a.ended || a.errMsg != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// itemDone records that item i of the foreach at l finished with output,
+// starts the next waiting item, and when every item is done completes the
+// foreach and continues after it.
+func (a *advance) itemDone(ctx context.Context, tx pgx.Tx, l loc, i int, output any) error {
+	key := stepKey(l.n.step.ID, l.items, a.epoch)
+	fs, err := a.loadForeach(ctx, tx, key)
+	if err != nil {
+		return err
+	}
+	if fs.failed || a.errMsg != nil {
+		return nil
+	}
+	if i < len(fs.results) {
+		fs.results[i] = output
+	}
+	fs.done++
+	if fs.next < len(fs.items) {
+		j := fs.next
+		fs.next++
+		body := a.p.nodes[l.n.step.Foreach.Steps[0].ID]
+		if err := a.runFrom(ctx, tx, loc{n: body, items: append(append([]int{}, l.items...), j)}); err != nil {
+			return err
+		}
+	}
+	if fs.done < len(fs.items) {
+		return nil
+	}
+	row := a.rows[key]
+	row.Status = store.StepCompleted
+	row.Output = mustJSON(fs.results)
+	a.decoded[key] = fs.results
+	next, err := a.after(ctx, tx, l, fs.results)
+	if err != nil || next == nil {
+		return err
+	}
+	return a.runFrom(ctx, tx, *next)
+}
+
+// loadForeach returns the progress of a foreach execution, locking its row
+// when it was created by an earlier transaction: concurrent items finishing
+// on other workers serialise here.
+func (a *advance) loadForeach(ctx context.Context, tx pgx.Tx, key string) (*foreachState, error) {
+	if fs := a.foreach[key]; fs != nil {
+		return fs, nil
+	}
+	row, err := store.LockStep(ctx, tx, a.run.ID, key)
+	if err != nil {
+		return nil, err
+	}
+	a.rows[key] = row
+	fs := &foreachState{key: key, locked: true, created: -1}
+	if len(row.Input) > 0 {
+		v, err := workflow.UnmarshalJSON(row.Input)
+		if err != nil {
+			return nil, fmt.Errorf("foreach %s items: %w", key, err)
+		}
+		fs.items, _ = v.([]any)
+	}
+	fs.results = make([]any, len(fs.items))
+	if len(row.Output) > 0 {
+		var p foreachProgress
+		if err := json.Unmarshal(row.Output, &p); err == nil {
+			fs.next, fs.done = p.Next, p.Done
+		}
+		// Results keep exact values: decode them with the workflow codec.
+		if v, err := workflow.UnmarshalJSON(row.Output); err == nil {
+			if m, ok := v.(map[string]any); ok {
+				if rs, ok := m["results"].([]any); ok && len(rs) == len(fs.items) {
+					fs.results = rs
+				}
+			}
+		}
+	}
+	if row.Status != store.StepWaiting {
+		fs.failed = true
+	}
+	a.foreach[key] = fs
+	return fs, nil
+}
+
+// prepare finalises the rows this advance creates and writes the progress
+// of foreach rows created by earlier transactions.
+func (a *advance) prepare(ctx context.Context, tx pgx.Tx) error {
+	for key, fs := range a.foreach {
+		if fs.failed {
+			continue
+		}
+		row := a.rows[key]
+		out := row.Output
+		if row.Status != store.StepCompleted {
+			out = mustJSON(foreachProgress{Next: fs.next, Done: fs.done, Results: fs.results})
+		}
+		if fs.created >= 0 {
+			a.newSteps[fs.created].Status = row.Status
+			a.newSteps[fs.created].Output = out
+		} else if fs.locked {
+			if err := store.SetStepOutput(ctx, tx, a.run.ID, key, row.Status, out); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range a.newSteps {
+		a.newSteps[i].RunID = a.run.ID
+		if row := a.rows[a.newSteps[i].Key]; row != nil && a.foreach[row.Key] == nil {
+			a.newSteps[i].Status, a.newSteps[i].Error = row.Status, row.Error
+		}
+	}
+	if a.ended {
+		a.wakeAt = nil
+	}
+	return nil
+}
+
+// changedRun reports whether the run row needs an update beyond what the
+// claim wrote.
+func (a *advance) changedRun() bool {
+	return a.status != a.run.Status || a.ended || a.epoch != a.run.Epoch || a.errMsg != nil || a.wakeAt != nil
+}
+
+// flush writes what the advances decided, in tx: new journal rows (one
+// statement for all), foreach progress, each run's new state (fenced on the
+// run attempt), and the jobs of parked steps (one InsertManyTx). With
+// alwaysUpdate false, a run's row is only updated when its state changed
+// (the claim path). It reports false when a run moved on (cancelled,
+// retried): the caller rolls back.
+func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUpdate bool) (bool, error) {
+	var steps []store.NewStep
+	for _, a := range advs {
+		if err := a.prepare(ctx, tx); err != nil {
+			return false, err
+		}
+		steps = append(steps, a.newSteps...)
+	}
+	created, err := store.InsertSteps(ctx, tx, steps)
+	if err != nil {
+		return false, err
+	}
+	var jobs []river.InsertManyParams
+	for _, a := range advs {
+		if alwaysUpdate || a.changedRun() {
+			ok, err := store.UpdateRun(ctx, tx, a.run.ID, a.run.Attempt, store.RunUpdate{
+				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
+			})
+			if err != nil || !ok {
+				return ok, err
+			}
+		}
+		for _, j := range a.jobs {
+			if created[store.StepRef{RunID: a.run.ID, Key: j.Args.(StepArgs).StepKey}] {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	if len(jobs) > 0 {
+		if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
+			return false, fmt.Errorf("enqueue %d step job(s): %w", len(jobs), err)
+		}
+	}
+	return true, nil
+}
+
+// stepJob is the River job that performs one attempt of a step. Its args
+// carry the run attempt, generation and step attempt it was made for, so a
+// job that outlived them is recognised as stale.
+func stepJob(run *store.Run, key string, attempt int, at *time.Time) river.InsertManyParams {
+	opts := &river.InsertOpts{}
+	if at != nil {
+		opts.ScheduledAt = *at
+	}
+	return river.InsertManyParams{
+		Args:       StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt},
+		InsertOpts: opts,
+	}
+}
+
+// isEffect reports whether a step kind has a side effect (and so runs as a
+// job of its own) rather than being evaluated inline.
+func isEffect(kind string) bool {
+	switch kind {
+	case "http_call", "notify", "send", "delay", "wait_for":
+		return true
+	}
+	return false
+}
+
+func mustJSON(v any) []byte {
+	b, err := workflow.MarshalJSON(v)
+	if err != nil {
+		b, _ = json.Marshal(fmt.Sprint(v))
+	}
+	return b
+}

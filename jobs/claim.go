@@ -1,0 +1,180 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// ClaimTx passes claims through the claim gate and, for each claim that
+// created a run, journals and enqueues the run's first side-effecting step
+// in the same transaction (pure steps before it are evaluated inline). A
+// crash before commit loses nothing (the trigger claims again); after
+// commit, the run and its first job exist together. It returns how many runs
+// were created.
+func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (int, error) {
+	won, err := store.ClaimRuns(ctx, tx, claims)
+	if err != nil {
+		return 0, err
+	}
+	if len(won) == 0 {
+		return 0, nil
+	}
+	advs := make([]*advance, 0, len(won))
+	for _, w := range won {
+		if w.Paused {
+			continue
+		}
+		c := claims[w.Index]
+		run := &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
+			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued}
+		a, err := e.start(ctx, tx, run)
+		if err != nil {
+			return 0, err
+		}
+		advs = append(advs, a)
+	}
+	if _, err := e.flush(ctx, tx, advs, false); err != nil {
+		return 0, err
+	}
+	return len(won), nil
+}
+
+// start plans the beginning of a fresh run.
+func (e *Engine) start(ctx context.Context, tx pgx.Tx, run *store.Run) (*advance, error) {
+	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	if err != nil {
+		return nil, err
+	}
+	a, err := e.newAdvance(p, run, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.startRun(ctx, tx); err != nil {
+		return nil, fmt.Errorf("start run %s: %w", run.ID, err)
+	}
+	return a, nil
+}
+
+// StartRunTx claims a manual or webhook trigger occurrence and enqueues its
+// first step, in tx. When the key already has a run, created is false and
+// runID is that run.
+func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid.UUID, bool, error) {
+	n, err := e.ClaimTx(ctx, tx, []store.Claim{c})
+	if err != nil {
+		return uuid.Nil, false, err
+	}
+	id, err := store.RunByKey(ctx, tx, c.Workflow, c.TriggerKey)
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("workflow %s: %w", c.Workflow, err)
+	}
+	return id, n == 1, nil
+}
+
+// RetryRunTx re-fires a dead-lettered run from its failed step; completed
+// steps are never re-run. Jobs left over from the failed attempt become
+// stale no-ops because the run's attempt moved.
+func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	run, steps, err := store.ReopenRun(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	if err != nil {
+		return nil, err
+	}
+	journal, err := store.RunSteps(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	a, err := e.newAdvance(p, run, journal)
+	if err != nil {
+		return nil, err
+	}
+	a.status = store.RunRunning
+	for _, step := range steps {
+		n := p.nodes[step.StepID]
+		if n == nil {
+			return nil, fmt.Errorf("run %s: step %s is not in generation %d of %s", id, step.StepID, run.Generation, run.Workflow)
+		}
+		if isEffect(n.step.Kind) {
+			// A side effect: a job at the step's new attempt.
+			a.jobs = append(a.jobs, stepJob(run, step.Key, step.Attempt, nil))
+			a.position = step.Key
+			continue
+		}
+		// A pure step (if, fail, foreach items) is re-evaluated from scratch.
+		_, items, _, err := parseKey(step.Key)
+		if err != nil {
+			return nil, err
+		}
+		delete(a.rows, step.Key)
+		if err := store.DeleteStep(ctx, tx, id, step.Key); err != nil {
+			return nil, err
+		}
+		if err := a.runFrom(ctx, tx, loc{n: n, items: items}); err != nil {
+			return nil, err
+		}
+	}
+	// Jobs for reopened rows: InsertSteps creates nothing for them, so
+	// enqueue them directly.
+	var reopened []river.InsertManyParams
+	for _, j := range a.jobs {
+		key := j.Args.(StepArgs).StepKey
+		for _, s := range steps {
+			if s.Key == key {
+				reopened = append(reopened, j)
+			}
+		}
+	}
+	if len(reopened) > 0 {
+		if _, err := e.client.InsertManyTx(ctx, tx, reopened); err != nil {
+			return nil, fmt.Errorf("retry run %s: %w", id, err)
+		}
+	}
+	if ok, err := e.flush(ctx, tx, []*advance{a}, true); err != nil || !ok {
+		return nil, fmt.Errorf("retry run %s: %w", id, orStale(err))
+	}
+	return store.GetRun(ctx, tx, id, false)
+}
+
+// CancelRunTx cancels a run that has not finished.
+func (e *Engine) CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	return store.CancelRun(ctx, tx, id)
+}
+
+// ResumeWorkflowTx unpauses a workflow and starts the runs claimed while it
+// was paused.
+func (e *Engine) ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error) {
+	if err := store.SetWorkflowPaused(ctx, tx, name, false); err != nil {
+		return 0, err
+	}
+	runs, err := store.PausedRuns(ctx, tx, name)
+	if err != nil {
+		return 0, err
+	}
+	advs := make([]*advance, 0, len(runs))
+	for _, run := range runs {
+		a, err := e.start(ctx, tx, run)
+		if err != nil {
+			return 0, err
+		}
+		advs = append(advs, a)
+	}
+	if _, err := e.flush(ctx, tx, advs, false); err != nil {
+		return 0, err
+	}
+	return len(runs), nil
+}
+
+func orStale(err error) error {
+	if err != nil {
+		return err
+	}
+	return errStale
+}

@@ -1,0 +1,309 @@
+// Package jobs is rflow's engine: River job args and workers for steps,
+// the claim path that turns trigger occurrences into runs, the step journal
+// discipline (state before side effect, outcome with the successor in one
+// transaction) and the cron scheduler.
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// Config configures an Engine.
+type Config struct {
+	Pool *pgxpool.Pool
+	// URL is the database URL; the node liveness lock needs its own
+	// connection outside the pool.
+	URL     string
+	Project *workflow.Project
+	Logger  *slog.Logger
+
+	// Workers is how many step jobs run at once in this process (default 50).
+	Workers int
+	// FetchCooldown is River's minimum gap between fetches (default 5ms).
+	// It bounds throughput at about Workers/FetchCooldown.
+	FetchCooldown time.Duration
+	// RescueAfter is when River's own rescuer retries a job stuck running
+	// (default 5m). Jobs of a crashed process are rescued much sooner, by
+	// the node liveness check.
+	RescueAfter time.Duration
+	// HTTPClient makes http_call and notify requests (default: a client
+	// with no overall timeout; each step sets its own).
+	HTTPClient *http.Client
+	// MaxJumps caps goto jumps per run (loop guard; default 100).
+	MaxJumps int
+	// Faults names crash points for tests (RFLOW_FAULT); empty in production.
+	Faults string
+	// Register adds more workers (relayer, maintenance) to the River client.
+	Register func(*river.Workers)
+	// PeriodicJobs are River periodic jobs (maintenance) to run on the leader.
+	PeriodicJobs []*river.PeriodicJob
+}
+
+// Engine executes workflow runs on River. It is safe for concurrent use.
+type Engine struct {
+	pool     *pgxpool.Pool
+	url      string
+	project  *workflow.Project
+	logger   *slog.Logger
+	client   *river.Client[pgx.Tx]
+	http     *http.Client
+	maxJumps int
+	faults   *faults
+	envVars  map[string]any
+	node     *store.Node
+
+	plansMu sync.Mutex
+	plans   map[string]*plan
+
+	// Stale counts step jobs that arrived for a run attempt, generation or
+	// step attempt that no longer holds: stale-event rejections.
+	Stale atomic.Int64
+}
+
+// NewEngine builds the engine and its River client. Call Start to work.
+func NewEngine(cfg Config) (*Engine, error) {
+	if cfg.Pool == nil || cfg.Project == nil {
+		return nil, errors.New("engine: Pool and Project are required")
+	}
+	e := &Engine{
+		pool:     cfg.Pool,
+		url:      cfg.URL,
+		project:  cfg.Project,
+		logger:   cfg.Logger,
+		http:     cfg.HTTPClient,
+		maxJumps: cfg.MaxJumps,
+		faults:   parseFaults(cfg.Faults),
+		plans:    map[string]*plan{},
+		envVars:  environ(),
+	}
+	if e.logger == nil {
+		e.logger = slog.New(slog.DiscardHandler)
+	}
+	if e.http == nil {
+		e.http = &http.Client{}
+	}
+	if e.maxJumps == 0 {
+		e.maxJumps = 100
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &stepWorker{e: e})
+	if cfg.Register != nil {
+		cfg.Register(workers)
+	}
+	maxWorkers := cfg.Workers
+	if maxWorkers <= 0 {
+		maxWorkers = 50
+	}
+	cooldown := cfg.FetchCooldown
+	if cooldown <= 0 {
+		cooldown = 5 * time.Millisecond
+	}
+	rescue := cfg.RescueAfter
+	if rescue <= 0 {
+		rescue = 5 * time.Minute
+	}
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
+		ID:                   clientID(),
+		Schema:               store.RiverSchema,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:              workers,
+		FetchCooldown:        cooldown,
+		FetchPollInterval:    100 * time.Millisecond,
+		JobTimeout:           2 * time.Minute,
+		RescueStuckJobsAfter: rescue,
+		MaxAttempts:          1000, // the step journal, not River, decides retries
+		Logger:               e.logger.With("component", "river"),
+		PeriodicJobs:         cfg.PeriodicJobs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	e.client = client
+	return e, nil
+}
+
+// Client is the engine's River client (for other job kinds to enqueue in
+// the same queue and transactions).
+func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
+
+// Start registers this process as a live node, rescues jobs left running by
+// dead nodes, and starts working jobs. Triggers should start after it.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.url != "" {
+		node, err := store.RegisterNode(ctx, e.url, e.client.ID())
+		if err != nil {
+			return err
+		}
+		e.node = node
+	}
+	if err := e.Recover(ctx); err != nil {
+		return err
+	}
+	if err := e.client.Start(ctx); err != nil {
+		return fmt.Errorf("start river: %w", err)
+	}
+	go e.watchNodes(ctx)
+	return nil
+}
+
+// Recover runs the boot recovery pass: jobs a dead process was running are
+// made available at once, and runs claimed while their workflow was paused
+// start if it has been resumed. Everything else resumes by itself from the
+// journal, because every parked run has a River job (delays are scheduled
+// jobs; in-flight steps are running or available jobs).
+func (e *Engine) Recover(ctx context.Context) error {
+	n, err := store.RescueDeadNodes(ctx, e.pool)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		e.logger.Info("rescued jobs of a dead process", "jobs", n)
+	}
+	return nil
+}
+
+func (e *Engine) watchNodes(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if e.node != nil {
+			if err := e.node.Ping(ctx); err != nil && ctx.Err() == nil {
+				e.logger.Warn("node liveness ping failed", "err", err)
+			}
+		}
+		if n, err := store.RescueDeadNodes(ctx, e.pool); err != nil && ctx.Err() == nil {
+			e.logger.Warn("rescue dead nodes", "err", err)
+		} else if n > 0 {
+			e.logger.Info("rescued jobs of a dead process", "jobs", n)
+		}
+	}
+}
+
+// Stop stops fetching new jobs and waits for in-flight steps to reach a
+// journal-consistent point (their outcome transaction), up to ctx's
+// deadline; after that their contexts are cancelled, which leaves them to
+// be retried from the journal by the next process.
+func (e *Engine) Stop(ctx context.Context) error {
+	err := e.client.Stop(ctx)
+	if err != nil {
+		hard, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = e.client.StopAndCancel(hard)
+	}
+	if e.node != nil {
+		_ = e.node.Close(context.Background())
+	}
+	return err
+}
+
+// SyncWorkflows deploys every workflow of the project, bumping generations
+// whose spec changed. Runs keep the generation they were claimed under.
+func (e *Engine) SyncWorkflows(ctx context.Context) ([]store.Deployed, error) {
+	var out []store.Deployed
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		for _, wf := range e.project.Workflows {
+			d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeployTx validates one workflow definition (YAML or JSON) against the
+// project, with the same code as `rflow validate`, and stores it. Invalid
+// input returns a *workflow.Diagnostics.
+func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error) {
+	wf, err := workflow.ParseWorkflow(e.project, name+".yaml", src)
+	if err != nil {
+		return store.Deployed{}, err
+	}
+	if wf.Name != name {
+		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
+	}
+	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+}
+
+// Workflow returns the current compiled definition of a deployed workflow.
+func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow, error) {
+	row, err := store.GetWorkflow(ctx, e.pool, name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.plan(ctx, name, row.Generation)
+	if err != nil {
+		return nil, err
+	}
+	return p.wf, nil
+}
+
+// plan returns the compiled plan of one generation of a workflow, compiling
+// it from the stored spec on first use.
+func (e *Engine) plan(ctx context.Context, name string, generation int64) (*plan, error) {
+	key := fmt.Sprintf("%s@%d", name, generation)
+	e.plansMu.Lock()
+	p := e.plans[key]
+	e.plansMu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	spec, err := store.WorkflowSpec(ctx, e.pool, name, generation)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := workflow.CompileSpec(e.project, spec)
+	if err != nil {
+		return nil, fmt.Errorf("compile %s generation %d: %w", name, generation, err)
+	}
+	p = newPlan(wf)
+	e.plansMu.Lock()
+	e.plans[key] = p
+	e.plansMu.Unlock()
+	return p, nil
+}
+
+func clientID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// environ is the `env` expression variable: the process environment at start.
+func environ() map[string]any {
+	out := map[string]any{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,209 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// maxResponseBody caps how much of a response an http_call journals.
+const maxResponseBody = 1 << 20
+
+// Sign returns the X-Rflow-Signature value for body sent at ts:
+// "sha256=" + hex(HMAC-SHA256(secret, ts + "." + body)).
+func Sign(secret string, ts int64, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(strconv.FormatInt(ts, 10)))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// doHTTP performs an http_call or a webhook-style notify. Every request
+// carries Idempotency-Key <run_id>:<step_key> (stable across attempts of the
+// step), so a receiver can drop the duplicate that the at-least-once window
+// of a crash between effect and outcome can produce.
+func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun, s *workflow.Step, env workflow.Env) outcome {
+	req, timeout, secret, expect, err := buildRequest(s, env)
+	if err != nil {
+		return outcome{err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body := req.body
+	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url, bytes.NewReader(body))
+	if err != nil {
+		return outcome{err: fmt.Errorf("request: %w", err)}
+	}
+	for k, v := range req.headers {
+		hreq.Header.Set(k, v)
+	}
+	if len(body) > 0 && hreq.Header.Get("Content-Type") == "" {
+		hreq.Header.Set("Content-Type", req.contentType)
+	}
+	hreq.Header.Set("User-Agent", "rflow")
+	hreq.Header.Set("Idempotency-Key", run.ID.String()+":"+row.Key)
+	hreq.Header.Set("X-Rflow-Run-Id", run.ID.String())
+	hreq.Header.Set("X-Rflow-Step", row.Key)
+	if secret != "" {
+		ts := time.Now().Unix()
+		hreq.Header.Set("X-Rflow-Timestamp", strconv.FormatInt(ts, 10))
+		hreq.Header.Set("X-Rflow-Signature", Sign(secret, ts, body))
+	}
+	resp, err := e.http.Do(hreq)
+	if err != nil {
+		return outcome{err: fmt.Errorf("%s %s: %w", req.method, redactURL(req.url), err), retryable: retryTransport(s)}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil {
+		return outcome{err: fmt.Errorf("%s %s: read response: %w", req.method, redactURL(req.url), err), retryable: retryTransport(s)}
+	}
+	out := map[string]any{
+		"status":  int64(resp.StatusCode),
+		"headers": flatHeaders(resp.Header),
+		"body":    decodeBody(resp.Header.Get("Content-Type"), raw),
+	}
+	if !expect(resp.StatusCode) {
+		return outcome{
+			output:    out,
+			err:       fmt.Errorf("%s %s: unexpected status %d", req.method, redactURL(req.url), resp.StatusCode),
+			retryable: retryStatus(s, resp.StatusCode),
+		}
+	}
+	return outcome{output: out}
+}
+
+type request struct {
+	method, url, contentType string
+	headers                  map[string]string
+	body                     []byte
+}
+
+func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, string, func(int) bool, error) {
+	r := request{method: http.MethodPost, headers: map[string]string{}, contentType: "application/json"}
+	okStatus := func(code int) bool { return code >= 200 && code < 300 }
+	switch {
+	case s.HTTPCall != nil:
+		c := s.HTTPCall
+		if c.Method != "" {
+			r.method = c.Method
+		}
+		u, err := c.URL.String(env)
+		if err != nil {
+			return r, 0, "", nil, err
+		}
+		r.url = u
+		for k, v := range c.Headers {
+			hv, err := v.String(env)
+			if err != nil {
+				return r, 0, "", nil, fmt.Errorf("header %s: %w", k, err)
+			}
+			r.headers[k] = hv
+		}
+		if c.Body != nil {
+			v, err := c.Body.Eval(env)
+			if err != nil {
+				return r, 0, "", nil, fmt.Errorf("body: %w", err)
+			}
+			if str, ok := v.(string); ok {
+				r.body, r.contentType = []byte(str), "text/plain; charset=utf-8"
+			} else if r.body, err = workflow.MarshalJSON(v); err != nil {
+				return r, 0, "", nil, fmt.Errorf("body: %w", err)
+			}
+		}
+		timeout := c.Timeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		if len(c.ExpectStatus) > 0 {
+			okStatus = func(code int) bool { return slices.Contains(c.ExpectStatus, code) }
+		}
+		return r, timeout, c.HMACSecret.Reveal(), okStatus, nil
+	case s.Notify != nil:
+		n := s.Notify
+		u, err := n.URL.String(env)
+		if err != nil {
+			return r, 0, "", nil, err
+		}
+		r.url = u
+		var text string
+		if n.Text != nil {
+			if text, err = n.Text.String(env); err != nil {
+				return r, 0, "", nil, fmt.Errorf("text: %w", err)
+			}
+		}
+		var payload any
+		switch n.Format {
+		case "slack":
+			payload = map[string]any{"text": text}
+		case "discord":
+			payload = map[string]any{"content": text}
+		default:
+			if n.Body != nil {
+				if payload, err = n.Body.Eval(env); err != nil {
+					return r, 0, "", nil, fmt.Errorf("body: %w", err)
+				}
+			} else {
+				run, _ := env["run"].(map[string]any)
+				payload = map[string]any{"text": text, "run_id": run["id"], "workflow": run["workflow"]}
+			}
+		}
+		if r.body, err = workflow.MarshalJSON(payload); err != nil {
+			return r, 0, "", nil, fmt.Errorf("body: %w", err)
+		}
+		return r, 10 * time.Second, "", okStatus, nil
+	}
+	return r, 0, "", nil, fmt.Errorf("step %s has no request", s.ID)
+}
+
+func retryTransport(s *workflow.Step) bool {
+	return s.Retry != nil && s.Retry.OnTransportError
+}
+
+func retryStatus(s *workflow.Step, code int) bool {
+	return s.Retry.RetryStatus(code)
+}
+
+func flatHeaders(h http.Header) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			out[http.CanonicalHeaderKey(k)] = v[0]
+		}
+	}
+	return out
+}
+
+// decodeBody keeps JSON responses structured (with exact big integers), and
+// anything else as text.
+func decodeBody(contentType string, raw []byte) any {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	if mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json") {
+		if v, err := workflow.UnmarshalJSON(raw); err == nil {
+			return v
+		}
+	}
+	return string(raw)
+}
+
+// redactURL keeps credentials and query strings (which often hold tokens,
+// e.g. Slack webhook paths are secrets too) out of errors.
+func redactURL(raw string) string {
+	if i := bytes.IndexAny([]byte(raw), "?#"); i >= 0 {
+		raw = raw[:i]
+	}
+	return raw
+}
