@@ -229,6 +229,13 @@ func (c *converter) convert(n ast.Node, depth int) *node {
 }
 
 func (c *converter) mapping(pos Position, values []*ast.MappingValueNode, depth int) *node {
+	// A block mapping's token is its first ':'; point at its first key
+	// instead, where a reader looks.
+	if len(values) > 0 && values[0] != nil && values[0].Key != nil {
+		if kp := c.position(values[0].Key.GetToken()); kp.Line > 0 && (kp.Line < pos.Line || kp.Line == pos.Line && kp.Col < pos.Col) {
+			pos = kp
+		}
+	}
 	out := &node{kind: nodeMap, pos: pos}
 	for _, mv := range values {
 		if mv == nil {

@@ -1,0 +1,222 @@
+package workflow
+
+import (
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+)
+
+// testScope is a step scope with an event typed like Vault's Deposit.
+func testScope() *scope {
+	ev := objectT("event Deposit", map[string]*typ{
+		"sender": addrT, "amount": {kind: tInt, name: "uint256"}, "block": intT, "tx_hash": hashT, "log_index": intT, "address": addrT,
+	})
+	return &scope{vars: map[string]*typ{
+		"event": ev, "env": envT, "run": runT,
+		"trigger": objectT("trigger", map[string]*typ{"key": stringT, "kind": stringT, "event": ev}),
+		"steps":   objectT("steps", map[string]*typ{"lookup": objectT("step lookup", map[string]*typ{"output": anyT})}),
+	}, absent: absentReasons()}
+}
+
+func mustExpr(t *testing.T, src string) *Expr {
+	t.Helper()
+	e, ds := compileExpr(src, Position{File: "f.yaml", Line: 1, Col: 1}, testScope())
+	require.Empty(t, ds, "compile %q", src)
+	return e
+}
+
+func big2to255plus1() *big.Int {
+	return new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(1))
+}
+
+func TestExprBigIntExact(t *testing.T) {
+	t.Parallel()
+	amount := big2to255plus1()
+	want := new(big.Int).Quo(amount, big.NewInt(100))
+
+	fresh := Env{"event": map[string]any{"amount": amount, "sender": common.HexToAddress("0x00000000000000000000000000000000000000aa")}}
+	b, err := MarshalJSON(fresh)
+	require.NoError(t, err)
+	require.Contains(t, string(b), amount.String(), "big ints are written as exact JSON numbers")
+	decoded, err := UnmarshalJSON(b)
+	require.NoError(t, err)
+	roundTripped := Env(decoded.(map[string]any))
+
+	for name, env := range map[string]Env{"fresh": fresh, "round-tripped": roundTripped} {
+		got, err := mustExpr(t, "event.amount / 100").Eval(env)
+		require.NoError(t, err, name)
+		require.Equal(t, 0, want.Cmp(got.(*big.Int)), "%s: got %v", name, got)
+
+		got, err = mustExpr(t, "event.amount - 1 == 2 ** 255").Eval(env)
+		require.NoError(t, err, name)
+		require.Equal(t, true, got, name)
+
+		got, err = mustExpr(t, "event.amount > ether('1')").Eval(env)
+		require.NoError(t, err, name)
+		require.Equal(t, true, got, name)
+
+		got, err = mustExpr(t, "event.sender == '0x00000000000000000000000000000000000000AA'").Eval(env)
+		require.NoError(t, err, name)
+		require.Equal(t, true, got, "%s: addresses compare case-insensitively", name)
+	}
+}
+
+func TestExprSmallIntsSameFreshAndJournal(t *testing.T) {
+	t.Parallel()
+	e := mustExpr(t, "event.amount * 3 / 2 + 1")
+	for _, v := range []any{big.NewInt(1000), int64(1000), 1000, uint8(200)} {
+		got, err := e.Eval(Env{"event": map[string]any{"amount": v}})
+		require.NoError(t, err)
+		n, ok := toNumber(got)
+		require.True(t, ok)
+		exp := new(big.Int).Add(new(big.Int).Quo(new(big.Int).Mul(mustBig(v), big.NewInt(3)), big.NewInt(2)), big.NewInt(1))
+		require.Equal(t, 0, exp.Cmp(n.i), "%T", v)
+	}
+}
+
+func mustBig(v any) *big.Int {
+	n, _ := toNumber(v)
+	return n.i
+}
+
+func TestExprHelpers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		src  string
+		want string
+	}{
+		{"ether('1.5')", "1500000000000000000"},
+		{"ether(2)", "2000000000000000000"},
+		{"gwei('0.5')", "500000000"},
+		{"units('1.25', 6)", "1250000"},
+		{"format_units(ether('1.5'), 18)", "1.5"},
+		{"format_units(5, 3)", "0.005"},
+		{"bigint('0x10') + 1", "17"},
+		{"2 ** 256 - 1", "115792089237316195423570985008687907853269984665640564039457584007913129639935"},
+		{"7 / 2", "3"},
+		{"-7 % 3", "-1"},
+		{"7.0 / 2", "3.5"},
+		{"'a' + 'b'", "ab"},
+	}
+	for _, c := range cases {
+		got, err := mustExpr(t, c.src).Eval(nil)
+		require.NoError(t, err, c.src)
+		s, err := render(got)
+		require.NoError(t, err)
+		require.Equal(t, c.want, s, c.src)
+	}
+}
+
+func TestExprRuntimeErrorsNameTheExpression(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"event.amount / 0":             "division by zero",
+		"ether('1.0000000000000000001')": "more than 18 decimal places",
+		"event.amount * 0.5":           "without losing precision",
+		"2 ** 100000":                  "exceeds 4096 bits",
+	}
+	env := Env{"event": map[string]any{"amount": big2to255plus1()}}
+	for src, want := range cases {
+		_, err := mustExpr(t, src).Eval(env)
+		require.Error(t, err, src)
+		require.Contains(t, err.Error(), "f.yaml:1:1", src)
+		require.Contains(t, err.Error(), "${{ "+src+" }}", src)
+		require.Contains(t, err.Error(), want, src)
+	}
+}
+
+func TestExprCompileErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		src, want string
+		col       int
+	}{
+		{"evnt.amount", "unknown variable evnt; did you mean event?", 1},
+		{"event.amout > 1", "unknown field amout of event Deposit; did you mean amount?", 7},
+		{"steps.lokup.output", "unknown field lokup of steps; did you mean lookup?", 7},
+		{"result > 1", "result is only available with a read trigger", 1},
+		{"item", "only available inside a foreach", 1},
+		{"event.amount >= 'abc'", "cannot compare uint256 with string", 14},
+		{"event.sender == 5", "cannot compare address with integer", 14},
+		{"event.sender + 1", "cannot add address and integer", 14},
+		{"ethr('1')", "unknown function ethr; did you mean ether?", 1},
+		{"event.amount >", "invalid expression", 0},
+		{"run.id.foo", "cannot read field foo of string", 8},
+	}
+	for _, c := range cases {
+		_, ds := compileExpr(c.src, Position{File: "f.yaml", Line: 3, Col: 10}, testScope())
+		require.NotEmpty(t, ds, c.src)
+		require.Contains(t, ds[0].Message, c.want, c.src)
+		if c.col > 0 {
+			require.Equal(t, 10+c.col-1, ds[0].Pos.Col, "%s: %s", c.src, ds[0])
+		}
+	}
+}
+
+func TestTemplates(t *testing.T) {
+	t.Parallel()
+	l := newLoader(func(k string) (string, bool) { return map[string]string{"HOST": "api.example"}[k], k == "HOST" })
+	mk := func(s string) *node { return &node{kind: nodeScalar, pos: Position{File: "f", Line: 1, Col: 1}, val: s} }
+	env := Env{"event": map[string]any{"amount": big2to255plus1(), "sender": "0xabc"}}
+
+	v := l.value(mk("${{ event.amount }}"), testScope(), "x")
+	got, err := v.Eval(env)
+	require.NoError(t, err)
+	require.IsType(t, &big.Int{}, got, "a single expression keeps its type")
+
+	v = l.value(mk("https://${HOST}/u/${{ event.sender }}?a=${{ event.amount }}"), testScope(), "x")
+	s, err := v.String(env)
+	require.NoError(t, err)
+	require.Equal(t, "https://api.example/u/0xabc?a="+big2to255plus1().String(), s)
+
+	v = l.value(mk("{{ not an expression }}"), testScope(), "x")
+	lit, ok := v.Literal()
+	require.True(t, ok)
+	require.Equal(t, "{{ not an expression }}", lit)
+
+	v = l.value(mk("${{ {'a': {'b': 1}}.a.b }}"), testScope(), "x")
+	got, err = v.Eval(nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, got, "}} inside the expression does not end it")
+	require.Empty(t, l.all)
+
+	l.value(mk("x ${{ event.amount"), testScope(), "x")
+	require.Len(t, l.all, 1)
+	require.Contains(t, l.all[0].Message, "unterminated")
+}
+
+func TestJSONCodec(t *testing.T) {
+	t.Parallel()
+	b, err := MarshalJSON(map[string]any{
+		"z": big2to255plus1(), "a": common.HexToAddress("0x5fbdb2315678afecb367f032d93f642f64180aa3"),
+		"h": common.Hash{1}, "f": 1.5, "i": int64(-3), "l": []any{uint8(1), "x"}, "bytes": []byte{0xde, 0xad},
+	})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":"0x5FbDB2315678afecb367f032d93F642f64180aa3","bytes":"0xdead","f":1.5,
+		"h":"0x0100000000000000000000000000000000000000000000000000000000000000","i":-3,"l":[1,"x"],
+		"z":`+big2to255plus1().String()+`}`, string(b))
+	v, err := UnmarshalJSON(b)
+	require.NoError(t, err)
+	m := v.(map[string]any)
+	require.Equal(t, 0, big2to255plus1().Cmp(m["z"].(*big.Int)))
+	require.Equal(t, int64(-3), m["i"])
+	require.Equal(t, 1.5, m["f"])
+	require.Equal(t, int64(1), m["l"].([]any)[0])
+
+	_, err = UnmarshalJSON([]byte(`{"a":1} {}`))
+	require.Error(t, err)
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	t.Parallel()
+	s := Secret("hunter2")
+	for _, out := range []string{s.String(), fmtAll(s)} {
+		require.NotContains(t, out, "hunter2")
+	}
+	b, err := MarshalJSON(map[string]any{"k": s})
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "hunter2")
+	require.Equal(t, "hunter2", s.Reveal())
+}

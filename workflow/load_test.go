@@ -1,0 +1,247 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const testKey = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+
+var referenceEnv = map[string]string{
+	"OPS_PRIVATE_KEY": testKey, "HOOK_SECRET": "hook", "API_SECRET": "api", "DATABASE_URL": "postgres://localhost/rflow",
+}
+
+func lookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+// writeProject writes a project with one network (local), one wallet (ops)
+// and the Vault contract, whose workflows come from wf.yaml (wf).
+func writeProject(t *testing.T, wf string) string {
+	t.Helper()
+	dir := t.TempDir()
+	abiPath, err := filepath.Abs("../testdata/projects/reference/abis/Vault.json")
+	require.NoError(t, err)
+	project := fmt.Sprintf(`name: t
+networks:
+  - name: local
+    chain_id: 31337
+    rpc: http://127.0.0.1:8545
+wallets:
+  - name: ops
+    private_key: "%s"
+contracts:
+  - name: Vault
+    abi: %s
+    address: "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+workflows:
+  - include: wf.yaml
+`, testKey, abiPath)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(project), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "wf.yaml"), []byte(wf), 0o600))
+	return filepath.Join(dir, "rflow.yaml")
+}
+
+func TestReferenceProjectValidates(t *testing.T) {
+	t.Parallel()
+	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv), Strict: true})
+	require.NoError(t, err)
+	require.Equal(t, "vault-ops", p.Name)
+	require.Equal(t, "6 workflows (1 event, 1 cron, 1 block, 1 read, 1 webhook, 1 manual), 19 steps", p.Summary())
+
+	w := p.Workflow("refund-large-deposits")
+	require.NotNil(t, w)
+	require.Equal(t, "Deposit", w.Trigger.Event.ABIEvent.Name)
+	require.Equal(t, RunOnConfirmed, w.Trigger.Event.RunOn)
+	require.Equal(t, "5000000000000000000", w.Budgets[0].Cap.String())
+	require.Equal(t, "remind", w.Step("claimed").WaitFor.OnTimeoutGoto)
+	require.Equal(t, 5, w.Step("lookup").Retry.MaxAttempts)
+	require.Equal(t, "api", w.Step("lookup").HTTPCall.HMACSecret.Reveal())
+	require.NotContains(t, string(w.Spec), `"api"`, "secrets stay ${VAR} references in the spec")
+	require.Contains(t, string(w.Spec), "${API_SECRET}")
+	require.Equal(t, "ping", w.Step("each").Foreach.Steps[0].ID)
+
+	read := p.Workflow("low-assets").Trigger.Read
+	require.Equal(t, uint64(5), read.EveryBlocks)
+	data, err := p.Workflow("low-assets").Step("top_up").Send.Calldata(Env{"result": int64(7)})
+	require.NoError(t, err)
+	require.Equal(t, "a9059cbb", fmt.Sprintf("%x", data[:4]), "transfer(address,uint256) selector")
+
+	require.Equal(t, "Token", p.Workflow("low-assets").Step("top_up").Send.Contract)
+	require.NotNil(t, p.Workflow("partner-hook").Trigger.Webhook.IdempotencyKey, "webhook key compiled")
+}
+
+func TestSpecIgnoresFormatting(t *testing.T) {
+	t.Parallel()
+	block := `# a comment
+name: w
+trigger:
+  event:
+    contract: Vault
+    event: Deposit
+    where: "${{ event.amount > 1 }}"
+steps:
+  - id: a
+    delay: 10m
+`
+	flow := `{steps: [{delay: "10m", id: a}], name: w, trigger: {event: {where: "${{ event.amount > 1 }}", event: Deposit, contract: Vault}}}`
+	p1, err := Load(writeProject(t, block), LoadOptions{})
+	require.NoError(t, err)
+	p2, err := Load(writeProject(t, flow), LoadOptions{})
+	require.NoError(t, err)
+	w1, w2 := p1.Workflows[0], p2.Workflows[0]
+	require.Equal(t, string(w1.Spec), string(w2.Spec))
+	require.Equal(t, w1.Hash, w2.Hash)
+	require.Len(t, w1.Hash, 64)
+
+	p3, err := Load(writeProject(t, strings.Replace(block, "10m", "11m", 1)), LoadOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, w1.Hash, p3.Workflows[0].Hash, "a different definition has a different hash")
+}
+
+func TestCompileSpecRoundTrip(t *testing.T) {
+	t.Parallel()
+	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv)})
+	require.NoError(t, err)
+	for _, w := range p.Workflows {
+		got, err := CompileSpec(p, w.Spec)
+		require.NoError(t, err, w.Name)
+		require.Equal(t, w.Hash, got.Hash, w.Name)
+		require.Equal(t, w.Name, got.Name)
+		require.Equal(t, w.Trigger.Kind, got.Trigger.Kind)
+		require.Equal(t, len(w.Steps), len(got.Steps))
+	}
+	_, err = CompileSpec(p, []byte(`{"name":"x","trigger":{"manual":{}},"steps":[{"id":"a","goto":"nowhere"}]}`))
+	var ds Diagnostics
+	require.True(t, errors.As(err, &ds))
+	require.Contains(t, ds.Error(), `spec of x: goto: no step "nowhere"`)
+}
+
+func TestParseWorkflowJSONAndYAML(t *testing.T) {
+	t.Parallel()
+	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv)})
+	require.NoError(t, err)
+	yml := "name: api\ntrigger: {manual: {}}\nsteps:\n  - id: a\n    noop: {}\n"
+	js := `{"name": "api", "trigger": {"manual": {}}, "steps": [{"id": "a", "noop": {}}]}`
+	w1, err := ParseWorkflow(p, "body.yaml", []byte(yml))
+	require.NoError(t, err)
+	w2, err := ParseWorkflow(p, "body.json", []byte(js))
+	require.NoError(t, err)
+	require.Equal(t, w1.Hash, w2.Hash)
+
+	_, err = ParseWorkflow(p, "body.yaml", []byte("name: api\ntrigger: {manual: {}}\nsteps:\n  - id: a\n    noop: {}\n    sned: {}\n"))
+	require.EqualError(t, err, `body.yaml:6:5: unknown key "sned" in step; did you mean send?`)
+}
+
+// diagnosticCase is one invalid (or warned-about) workflow and what
+// validation must say about it: "line:col: message" in wf.yaml, warnings
+// prefixed with "warning: ".
+type diagnosticCase struct {
+	name string
+	wf   string
+	want []string
+}
+
+func TestDiagnostics(t *testing.T) {
+	t.Parallel()
+	steps := "steps:\n  - id: a\n    noop: {}\n"
+	cases := []diagnosticCase{
+		{"unknown contract", "name: w\ntrigger:\n  event: { contract: Vualt, event: Deposit }\n" + steps,
+			[]string{"3:22: unknown contract Vualt; did you mean Vault?"}},
+		{"unknown event", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposited }\n" + steps,
+			[]string{"3:36: unknown event Deposited on Vault; did you mean Deposit? (events: Claimed, Deposit)"}},
+		{"unknown function", "name: w\ntrigger:\n  read: { contract: Vault, function: totalAsets, every: 10s }\n" + steps,
+			[]string{"3:38: unknown function totalAsets on Vault; did you mean totalAssets?"}},
+		{"not a view", "name: w\ntrigger:\n  read: { contract: Vault, function: refund, args: [\"0x5FbDB2315678afecb367f032d93F642f64180aa3\", 1], every: 10s }\n" + steps,
+			[]string{"3:38: read trigger: Vault.refund is not a view function"}},
+		{"unknown wallet", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: opz, to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\" }\n",
+			[]string{"5:21: unknown wallet opz; did you mean ops?"}},
+		{"unknown network", "name: w\ntrigger:\n  block: { network: locl }\n" + steps,
+			[]string{"3:21: unknown network locl; did you mean local?"}},
+		{"unknown step in expression", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: lookup\n    noop: {}\n  - id: b\n    if: \"${{ steps.lokup.output.ok }}\"\n    noop: {}\n",
+			[]string{"7:20: in ${{ steps.lokup.output.ok }}: unknown field lokup of steps; did you mean lookup?"}},
+		{"unknown variable", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ evnt.amount > 0 }}\" }\n" + steps,
+			[]string{"3:57: in ${{ evnt.amount > 0 }}: unknown variable evnt; did you mean event?"}},
+		{"variable of another trigger", "name: w\ntrigger: { cron: \"@hourly\" }\nsteps:\n  - id: a\n    fail: \"${{ event.amount }}\"\n",
+			[]string{"5:16: in ${{ event.amount }}: event is only available with an event trigger"}},
+		{"event where type error", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ event.amount >= 'lots' }}\" }\n" + steps,
+			[]string{"3:70: in ${{ event.amount >= 'lots' }}: cannot compare uint256 with string using >="}},
+		{"if not boolean", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    if: \"${{ 1 + 2 }}\"\n    noop: {}\n",
+			[]string{"5:14: if must be a boolean expression; ${{ 1 + 2 }} is integer"}},
+		{"duplicate step ids", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    noop: {}\n  - id: a\n    noop: {}\n",
+			[]string{"6:9: duplicate step id \"a\" (first at"}},
+		{"goto missing", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    goto: finish\n  - id: finnish\n    noop: {}\n",
+			[]string{"5:11: goto: no step \"finish\" in this step list or an enclosing one; did you mean finnish?"}},
+		{"goto into a foreach", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    goto: inner\n  - id: each\n    foreach: \"${{ [1, 2] }}\"\n    steps: [{ id: inner, noop: {} }]\n",
+			[]string{"5:11: goto: no step \"inner\""}},
+		{"bad durations", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    delay: 10 parsecs\n  - id: b\n    http_call: { url: https://x.example, timeout: 10 }\n",
+			[]string{"5:12: delay: \"10 parsecs\" is not a duration", "7:51: timeout: 10 has no unit"}},
+		{"bad cron", "name: w\ntrigger:\n  cron: { schedule: \"*/5 * * *\" }\n" + steps,
+			[]string{"3:21: invalid cron schedule \"*/5 * * *\""}},
+		{"bad address", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, to: \"0x5fbdb2315678afecb367f032d93F642f64180aa3\" }\n  - id: b\n    send: { wallet: ops, to: \"0x1234\" }\n",
+			[]string{"5:30: to: address 0x5fbdb2315678afecb367f032d93F642f64180aa3 has a bad EIP-55 checksum", "7:30: to: \"0x1234\" is not a 0x-prefixed 20-byte hex address"}},
+		{"two triggers", "name: w\ntrigger:\n  manual: {}\n  cron: \"@daily\"\n" + steps,
+			[]string{"3:3: a workflow has exactly one trigger; found manual and cron"}},
+		{"no trigger", "name: w\n" + steps,
+			[]string{"1:1: workflow w: missing trigger"}},
+		{"function arg types", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [\"nope\", \"${{ event.sender }}\"] }\n",
+			[]string{"6:68: argument 1 (address to) of refund: \"nope\" is not a 0x-prefixed 20-byte hex address", "6:76: argument 2 (uint256 amount) of refund: got address"}},
+		{"function arg count", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [1] }\n",
+			[]string{"5:61: send: refund takes 2 argument(s) (address to, uint256 amount), got 1"}},
+		{"unknown key", "name: w\ntrigger: { manual: {} }\nstpes:\n  - id: a\n    noop: {}\n",
+			[]string{"1:1: workflow w: needs at least one step", "3:1: unknown key \"stpes\" in workflow; did you mean steps?"}},
+		{"two actions", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    noop: {}\n    delay: 1s\n",
+			[]string{"4:5: step a has 2 actions (noop, delay)"}},
+		{"missing env", "name: w\ntrigger: { webhook: { secret: \"${NOPE}\", idempotency_key: \"${{ body.id }}\" } }\n" + steps,
+			[]string{"2:31: environment variable NOPE is not set"}},
+		{"on_reorg without event", "name: w\ntrigger: { manual: {} }\n" + steps + "on_reorg:\n  - id: b\n    noop: {}\n",
+			[]string{"6:1: workflow w: on_reorg needs an event trigger"}},
+		{"item outside foreach", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    fail: \"${{ item }}\"\n",
+			[]string{"5:16: in ${{ item }}: item is only available inside a foreach"}},
+		{"unknown budget", "name: w\ntrigger: { manual: {} }\nbudgets: [{ name: refunds, cap: 1 ether, window: 1h }]\nsteps:\n  - id: a\n    send: { wallet: ops, to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\", budget: refund }\n",
+			[]string{"6:84: unknown budget refund; declare it under the workflow's budgets:; did you mean refunds?"}},
+		{"bad step id", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: my-step\n    noop: {}\n",
+			[]string{"4:9: step id \"my-step\" must start with a letter or _"}},
+		{"yaml syntax", "name: w\ntrigger: { manual: {} \nsteps: []\n",
+			[]string{"3:1: invalid YAML: ',' or '}' must be specified"}},
+		// Warnings: the project is valid, but not the way its author expects.
+		{"approval proceed", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send:\n      wallet: ops\n      to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n      approval: { on_timeout: proceed }\n",
+			[]string{"8:31: warning: approval on_timeout: proceed broadcasts the transaction"}},
+		{"confirmations 0", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, confirmations: 0 }\nsteps:\n  - id: a\n    wait_for: { event: { contract: Vault, event: Claimed }, confirmations: 0, timeout: 1h }\n",
+			[]string{"3:60: warning: event trigger: confirmations: 0", "6:76: warning: wait_for: confirmations: 0"}},
+		{"webhook without key", "name: w\ntrigger:\n  webhook: {}\n" + steps,
+			[]string{"3:3: warning: webhook trigger without idempotency_key: runs are at-least-once"}},
+		{"send under in-process rate limit", "name: w\ntrigger: { manual: {} }\nrate_limit: { max: 1, per: 1m }\nsteps:\n  - id: a\n    send: { wallet: ops, to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\" }\n",
+			[]string{"5:5: warning: step a sends a transaction under a rate_limit that is not durable"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeProject(t, c.wf)
+			wfFile := filepath.Join(filepath.Dir(path), "wf.yaml")
+			p, err := Load(path, LoadOptions{LookupEnv: lookup(nil)})
+			var got Diagnostics
+			if err != nil {
+				require.True(t, errors.As(err, &got), "error is Diagnostics: %v", err)
+			} else {
+				got = p.Warnings
+			}
+			require.Len(t, got, len(c.want), "got:\n%s", got.Error())
+			for i, want := range c.want {
+				line := strings.TrimPrefix(got[i].String(), wfFile+":")
+				require.True(t, strings.HasPrefix(line, want), "diagnostic %d\n got: %s\nwant: %s", i, line, want)
+			}
+			warningsOnly := !got.HasErrors()
+			if warningsOnly {
+				_, err := Load(path, LoadOptions{LookupEnv: lookup(nil), Strict: true})
+				require.Error(t, err, "--strict turns warnings into errors")
+			}
+		})
+	}
+}
