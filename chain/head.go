@@ -58,7 +58,7 @@ func (s *Service) pollHead(ctx context.Context, n *netState, lease store.Lease) 
 			return err
 		}
 		if !ok {
-			return s.appendWindow(ctx, n, lease, []store.IndexedBlock{indexed(h)})
+			return s.seedWindow(ctx, n, lease, h)
 		}
 		head := int64(h.Number)
 		switch {
@@ -105,6 +105,26 @@ func (s *Service) pollHead(ctx context.Context, n *netState, lease store.Lease) 
 			return nil
 		}
 	}
+}
+
+// seedWindow fills an empty window with the newest Window blocks up to h,
+// so a reorg right after the first start still finds its fork point.
+func (s *Service) seedWindow(ctx context.Context, n *netState, lease store.Lease, h Header) error {
+	blocks := []store.IndexedBlock{indexed(h)}
+	for top := int64(h.Number) - 1; top >= 0 && top > int64(h.Number)-int64(n.cfg.Window); top -= headBatch {
+		lo := max(0, top-headBatch+1, int64(h.Number)-int64(n.cfg.Window)+1)
+		hs, err := n.client.Headers(ctx, uint64(lo), uint64(top))
+		if err != nil {
+			return err
+		}
+		for i := len(hs) - 1; i >= 0; i-- {
+			if hs[i].Hash.Hex() != blocks[0].ParentHash {
+				return fmt.Errorf("network %s: chain changed while seeding the window; retrying", n.cfg.Name)
+			}
+			blocks = append([]store.IndexedBlock{indexed(hs[i])}, blocks...)
+		}
+	}
+	return s.appendWindow(ctx, n, lease, blocks)
 }
 
 func (s *Service) appendWindow(ctx context.Context, n *netState, lease store.Lease, blocks []store.IndexedBlock) error {
