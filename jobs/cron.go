@@ -91,10 +91,14 @@ func (e *Engine) claimTicks(ctx context.Context, name string, ticks []time.Time)
 		payload, _ := json.Marshal(map[string]string{"tick": key})
 		claims[i] = store.Claim{Workflow: name, TriggerKey: key, TriggerKind: "cron", Trigger: payload}
 	}
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		_, err := e.ClaimTx(ctx, tx, claims)
 		return err
 	})
+	if err == nil {
+		e.faults.hit(FaultAfterClaim)
+	}
+	return err
 }
 
 // cronTriggers returns the cron trigger of every deployed workflow, from

@@ -99,10 +99,17 @@ type proc struct {
 	out  *strings.Builder
 }
 
+// startRflow runs `rflow start` as a child process.
 func startRflow(t *testing.T, dbURL, config, fault string) *proc {
 	t.Helper()
+	return startRflowWorkers(t, dbURL, config, fault, 8)
+}
+
+func startRflowWorkers(t *testing.T, dbURL, config, fault string, workers int) *proc {
+	t.Helper()
 	out := &strings.Builder{}
-	cmd := exec.Command(rflowBin, "--database-url", dbURL, "--log-level", "warn", "start", "-c", config, "--workers", "8")
+	cmd := exec.Command(rflowBin, "--database-url", dbURL, "--log-level", "warn", "start", "-c", config,
+		"--workers", fmt.Sprint(workers))
 	cmd.Env = append(os.Environ(), "RFLOW_FAULT="+fault)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
@@ -258,7 +265,10 @@ func TestCrashAtEachFaultPoint(t *testing.T) {
 			if !tc.cron {
 				enqueueManual(t, pool, config, 5)
 			}
-			startRflow(t, dbURL, config, tc.point).waitKilled(t, 30*time.Second)
+			// One worker: exactly one step is in flight when the fault
+			// point kills the process, so the at-most-once window is
+			// exactly that step.
+			startRflowWorkers(t, dbURL, config, tc.point, 1).waitKilled(t, 30*time.Second)
 
 			p := startRflow(t, dbURL, config, "")
 			if tc.cron {
