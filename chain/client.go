@@ -105,9 +105,10 @@ func (c *Client) Call(ctx context.Context, result any, method string, args ...an
 
 // do runs fn against the preferred URL and moves to the next one on a
 // transport failure, pausing with backoff after each full round.
-// quickTimeout returns a per-attempt timeout to the caller at once (eth_getLogs
-// shrinks its range instead of retrying the same one).
-func (c *Client) do(ctx context.Context, quickTimeout bool, what string, fn func(context.Context, *rpc.Client) error) error {
+// rangeSensitive returns range errors (see IsRangeError, which includes
+// per-attempt timeouts) to the caller at once: eth_getLogs shrinks its range
+// instead of retrying the same one elsewhere.
+func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn func(context.Context, *rpc.Client) error) error {
 	backoff := c.opts.Backoff
 	var lastErr error
 	for attempt := 0; attempt < c.opts.Attempts; attempt++ {
@@ -123,8 +124,7 @@ func (c *Client) do(ctx context.Context, quickTimeout bool, what string, fn func
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		timedOut := errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline exceeded")
-		if answered(err) || (quickTimeout && timedOut) {
+		if answered(err) || (rangeSensitive && IsRangeError(err)) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		lastErr = fmt.Errorf("%s via %s: %w", what, redactURL(c.opts.URLs[i]), err)
@@ -274,8 +274,9 @@ type LogQuery struct {
 	Topics    [][]common.Hash
 }
 
-// Logs calls eth_getLogs. A per-attempt timeout is returned at once, so the
-// caller can shrink the range (see IsRangeError).
+// Logs calls eth_getLogs. Range errors, including a per-attempt timeout, are
+// returned at once without failover, so the caller can shrink the range (see
+// IsRangeError).
 func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 	arg := map[string]any{
 		"fromBlock": hexutil.EncodeUint64(q.From),

@@ -125,7 +125,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 		if row.GasLimit != nil {
 			gasLimit = uint64(*row.GasLimit)
 		}
-		f, err := market(ctx, b, gasLimit)
+		f, err := r.market(ctx, uint64(row.ChainID), b, gasLimit)
 		if err != nil {
 			return r.later(ctx, row.TxID, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -38,9 +39,40 @@ func feesOf(g store.RelayerTxGas) fees {
 	return fees{GasLimit: uint64(g.GasLimit), MaxFee: g.MaxFee, Tip: g.MaxPriorityFee, GasPrice: g.GasPrice}
 }
 
-// market returns what the chain asks for now: EIP-1559 fees (2 × base fee +
+// marketTTL is how long a network's fee quote is reused. Sends in a burst
+// share one quote instead of asking the node twice per send; a quote this
+// young is as good as a fresh one (bumps correct it anyway).
+const marketTTL = time.Second
+
+type quote struct {
+	at time.Time
+	f  fees
+}
+
+// market returns what the chain asks for now (a quote at most marketTTL
+// old), with gasLimit.
+func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimit uint64) (fees, error) {
+	r.mu.Lock()
+	q, ok := r.quotes[chainID]
+	r.mu.Unlock()
+	if !ok || time.Since(q.at) > marketTTL {
+		f, err := market(ctx, b)
+		if err != nil {
+			return fees{}, err
+		}
+		q = quote{at: time.Now(), f: f}
+		r.mu.Lock()
+		r.quotes[chainID] = q
+		r.mu.Unlock()
+	}
+	f := q.f
+	f.GasLimit = gasLimit
+	return f, nil
+}
+
+// market asks the node what it charges now: EIP-1559 fees (2 × base fee +
 // tip) when the head has a base fee, else the suggested gas price.
-func market(ctx context.Context, b Backend, gasLimit uint64) (fees, error) {
+func market(ctx context.Context, b Backend) (fees, error) {
 	head, err := b.HeaderByNumber(ctx, nil)
 	if err != nil {
 		return fees{}, fmt.Errorf("head: %w", err)
@@ -51,13 +83,13 @@ func market(ctx context.Context, b Backend, gasLimit uint64) (fees, error) {
 			return fees{}, fmt.Errorf("eth_maxPriorityFeePerGas: %w", err)
 		}
 		maxFee := new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(2)), tip)
-		return fees{GasLimit: gasLimit, MaxFee: maxFee, Tip: tip}, nil
+		return fees{MaxFee: maxFee, Tip: tip}, nil
 	}
 	price, err := b.SuggestGasPrice(ctx)
 	if err != nil {
 		return fees{}, fmt.Errorf("eth_gasPrice: %w", err)
 	}
-	return fees{GasLimit: gasLimit, GasPrice: price}, nil
+	return fees{GasPrice: price}, nil
 }
 
 // capped lowers f to pay at most limit per gas.

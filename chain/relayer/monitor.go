@@ -39,25 +39,30 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	}
 	nonce := uint64(*row.Nonce)
 
-	// The nonce first, then receipts: a send mined in between is then seen
-	// as mined, never as "nonce used by someone else".
-	used, err := b.NonceAt(ctx, w.Address(), nil)
-	if err != nil {
-		return r.later(ctx, row.TxID, fmt.Errorf("nonce: %w", err))
-	}
 	bs, err := store.RelayerBroadcasts(ctx, r.cfg.Pool, row.TxID)
 	if err != nil {
 		return err
 	}
-	for i := len(bs) - 1; i >= 0; i-- {
-		rc, err := b.TransactionReceipt(ctx, common.HexToHash(bs[i].Hash))
-		if errors.Is(err, ethereum.NotFound) {
-			continue
+	bc, rc, err := receipt(ctx, b, bs)
+	if err != nil {
+		return r.later(ctx, row.TxID, err)
+	}
+	if rc != nil {
+		return r.mined(ctx, job, row, *bc, rc, b)
+	}
+	used, err := b.NonceAt(ctx, w.Address(), nil)
+	if err != nil {
+		return r.later(ctx, row.TxID, fmt.Errorf("nonce: %w", err))
+	}
+	if used > nonce {
+		// Look again: a hash of ours may have been mined between the two
+		// lookups, and must never be taken for someone else's.
+		if bc, rc, err = receipt(ctx, b, bs); err != nil {
+			return r.later(ctx, row.TxID, err)
 		}
-		if err != nil {
-			return r.later(ctx, row.TxID, fmt.Errorf("receipt %s: %w", bs[i].Hash, err))
+		if rc != nil {
+			return r.mined(ctx, job, row, *bc, rc, b)
 		}
-		return r.mined(ctx, job, row, bs[i], rc, b)
 	}
 	if row.Status == store.RelayerMined {
 		r.log.Warn("mined send lost its block (reorg); waiting for it again", "external_id", row.ExternalID)
@@ -98,6 +103,21 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	return river.JobSnooze(r.cfg.PollInterval)
 }
 
+// receipt looks for a receipt of any broadcast, newest first.
+func receipt(ctx context.Context, b Backend, bs []store.RelayerBroadcast) (*store.RelayerBroadcast, *types.Receipt, error) {
+	for i := len(bs) - 1; i >= 0; i-- {
+		rc, err := b.TransactionReceipt(ctx, common.HexToHash(bs[i].Hash))
+		if errors.Is(err, ethereum.NotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("receipt %s: %w", bs[i].Hash, err)
+		}
+		return &bs[i], rc, nil
+	}
+	return nil, nil, nil
+}
+
 // latestAt is the newest broadcast at nonce, or nil.
 func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast {
 	for i := len(bs) - 1; i >= 0; i-- {
@@ -114,19 +134,21 @@ func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast 
 func (r *Relayer) mined(ctx context.Context, job *river.Job[MonitorArgs], row *store.RelayerTx, bc store.RelayerBroadcast, rc *types.Receipt, b Backend) error {
 	rec := &store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
 		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
-	head, err := b.BlockNumber(ctx)
-	if err != nil {
-		return r.later(ctx, row.TxID, fmt.Errorf("head: %w", err))
-	}
-	need := uint64(max(row.Confirmations, 1))
-	if head+1 < rc.BlockNumber.Uint64()+need {
-		if row.Status != store.RelayerMined || row.Hash == nil || *row.Hash != bc.Hash ||
-			row.MinedBlockHash == nil || *row.MinedBlockHash != rec.BlockHash {
-			if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, rec); err != nil {
-				return err
-			}
+	// A receipt is one confirmation; more need the head.
+	if need := uint64(max(row.Confirmations, 1)); need > 1 {
+		head, err := b.BlockNumber(ctx)
+		if err != nil {
+			return r.later(ctx, row.TxID, fmt.Errorf("head: %w", err))
 		}
-		return river.JobSnooze(r.cfg.PollInterval)
+		if head+1 < rc.BlockNumber.Uint64()+need {
+			if row.Status != store.RelayerMined || row.Hash == nil || *row.Hash != bc.Hash ||
+				row.MinedBlockHash == nil || *row.MinedBlockHash != rec.BlockHash {
+				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, rec); err != nil {
+					return err
+				}
+			}
+			return river.JobSnooze(r.cfg.PollInterval)
+		}
 	}
 	f := store.RelayerFinal{Receipt: rec}
 	switch {
@@ -162,7 +184,7 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 	if err != nil {
 		return r.later(ctx, row.TxID, fmt.Errorf("pending nonce: %w", err))
 	}
-	f, err := market(ctx, b, uint64(*row.GasLimit))
+	f, err := r.market(ctx, uint64(row.ChainID), b, uint64(*row.GasLimit))
 	if err != nil {
 		return r.later(ctx, row.TxID, err)
 	}
@@ -187,7 +209,7 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 // (kind "cancel"). At the fee cap it re-sends cur's bytes instead, in case
 // the node dropped them.
 func (r *Relayer) replace(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
-	now, err := market(ctx, b, uint64(cur.Gas.GasLimit))
+	now, err := r.market(ctx, uint64(row.ChainID), b, uint64(cur.Gas.GasLimit))
 	if err != nil {
 		return r.later(ctx, row.TxID, err)
 	}

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,6 +99,9 @@ type Relayer struct {
 	fault  string
 	queue  string
 	schema string
+
+	mu     sync.Mutex
+	quotes map[uint64]quote // fee quotes by chain id, reused for marketTTL
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -107,7 +111,7 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: os.Getenv(FaultEnv)}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: os.Getenv(FaultEnv), quotes: map[uint64]quote{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
