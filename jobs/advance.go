@@ -106,8 +106,7 @@ func (a *advance) env(l loc) workflow.Env {
 	}
 	switch a.run.TriggerKind {
 	case "event":
-		env["event"] = a.trigger
-		trigger["event"] = a.trigger
+		env["event"] = a.trigger["event"]
 	case "read":
 		env["result"] = a.trigger["result"]
 	case "webhook":

@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -98,11 +100,25 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	}
 	triggers, stopTriggers := context.WithCancel(ctx)
 	defer stopTriggers()
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	if !o.standby {
-		go func() { defer close(done); engine.RunCron(triggers) }()
-	} else {
-		close(done)
+		wg.Add(1)
+		go func() { defer wg.Done(); engine.RunCron(triggers) }()
+		svc, err := chainService(triggers, engine, o.db, o.logger)
+		if err != nil {
+			_ = engine.Stop(context.Background())
+			return err
+		}
+		if svc != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer svc.Close()
+				if err := svc.Run(triggers); err != nil && triggers.Err() == nil {
+					o.logger.Error("chain triggers stopped", "err", err)
+				}
+			}()
+		}
 	}
 	var srv *http.Server
 	if o.httpAddr != "" {
@@ -120,7 +136,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	<-ctx.Done()
 	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
 	stopTriggers()
-	<-done
+	wg.Wait()
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = srv.Shutdown(sctx)
@@ -134,6 +150,19 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	stopWork()
 	o.logger.Info("stopped")
 	return nil
+}
+
+// chainService builds the event/block/read trigger service, or nil when the
+// project has no chain triggers.
+func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger *slog.Logger) (*chain.Service, error) {
+	cfg, err := engine.ChainConfig()
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Events)+len(cfg.Blocks)+len(cfg.Reads) == 0 {
+		return nil, nil
+	}
+	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
 }
 
 // serveHTTP serves /healthz and /readyz.

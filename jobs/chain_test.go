@@ -1,0 +1,90 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// TestEventTriggerEndToEnd: a Deposit log on a real anvil becomes exactly
+// one confirmed-phase run (where: filters before claiming), whose http_call
+// carries the exact uint256 amount.
+func TestEventTriggerEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	recv := newReceiver(t)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+name: e2e
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
+workflows:
+  - name: big-deposits
+    trigger:
+      event: { contract: Vault, event: Deposit, where: "${{ event.amount >= 10 }}", run_on: confirmed }
+    steps:
+      - id: tell
+        http_call: { method: POST, url: "%s/deposit", body: "${{ event.amount }}" }
+`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
+	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, err)
+
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngine(t, pool, url, project)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	cfg, err := e.ChainConfig()
+	require.NoError(t, err)
+	svc, err := chain.NewService(ctx, pool, e, cfg, nil)
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(sctx) }()
+	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+
+	// 2^255 + 1: far beyond float64's exact range.
+	huge := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(1))
+	em.Deposit(5) // filtered out by where:
+	em.Deposit(50)
+	em.Transact("deposit", huge)
+	node.Mine(3) // confirmations
+
+	require.Eventually(t, func() bool { return len(recv.got("/deposit")) == 2 }, 30*time.Second, 50*time.Millisecond)
+	bodies := map[string]bool{}
+	for _, r := range recv.got("/deposit") {
+		bodies[r.Body] = true
+	}
+	require.True(t, bodies["50"])
+	require.True(t, bodies[huge.String()], "uint256 stays exact end to end: %v", bodies)
+	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Workflow: "big-deposits"})
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	for _, r := range runs {
+		require.Equal(t, "event", r.TriggerKind)
+		require.Regexp(t, `^31337:0x[0-9a-f]{64}:\d+$`, r.TriggerKey)
+	}
+	time.Sleep(500 * time.Millisecond)
+	require.Len(t, recv.got("/deposit"), 2, "no log claimed twice")
+}
