@@ -230,13 +230,30 @@ func SetRelayerTxJob(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) e
 	return nil
 }
 
-// TouchRelayerTx records that job jobID looked at the send now. It reports
-// false when the send belongs to another job (the caller is stale).
-func TouchRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET checked_at = now()
-		WHERE tx_id = $1 AND job_id = $2`, txID, jobID)
+// CheckRelayerTx records that job jobID looked at the send now and returns
+// it, or nil when there is nothing for the job to do: the send is final or
+// another job drives it (the caller is a duplicate or stale).
+func CheckRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) (*RelayerTx, error) {
+	t, err := scanRelayerTx(q.QueryRow(ctx, `UPDATE relayer.transactions SET checked_at = now()
+		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
+		RETURNING `+relayerTxColumns, txID, jobID))
+	if errors.Is(err, ErrRelayerTxNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return false, fmt.Errorf("touch relayer tx %s: %w", txID, err)
+		return nil, fmt.Errorf("check relayer tx %s: %w", txID, err)
+	}
+	return t, nil
+}
+
+// HandOffRelayerTx passes a send from job fromJob to job toJob. It reports
+// false, changing nothing, when fromJob no longer drives the send or the send
+// is final.
+func HandOffRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, fromJob, toJob int64) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET job_id = $3, checked_at = now(), updated_at = now()
+		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')`, txID, fromJob, toJob)
+	if err != nil {
+		return false, fmt.Errorf("hand relayer tx %s to job %d: %w", txID, toJob, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -249,52 +266,62 @@ type RelayerTxGas struct {
 	GasPrice       *big.Int // legacy; nil for EIP-1559
 }
 
-// SetRelayerTxNonce writes a freshly reserved nonce, the gas to sign with
-// and the fee cap (kept if one is set) onto a send, and returns the updated
-// row. Call it in the transaction that reserved the nonce, so the
-// reservation and its owner commit together.
-func SetRelayerTxNonce(ctx context.Context, tx pgx.Tx, txID uuid.UUID, nonce int64, gas RelayerTxGas, feeCap *big.Int) (*RelayerTx, error) {
-	t, err := scanRelayerTx(tx.QueryRow(ctx, `UPDATE relayer.transactions SET nonce = $2, gas_limit = $3,
-			max_fee = $4::numeric, max_priority_fee = $5::numeric, gas_price = $6::numeric,
-			fee_cap = COALESCE(fee_cap, $7::numeric), status = 'pending', tx_hash = NULL,
-			updated_at = now(), checked_at = now()
+// AssignNonce gives a send the next nonce of its wallet on its chain, with
+// the gas to sign with and the fee cap (kept if one is set), in one
+// statement: it locks the send, then takes the nonce under the lock of the
+// (address, chain) row of relayer.nonces and advances it, then writes the
+// nonce onto the send. So a nonce is persisted with its owner before
+// anything is signed, and a rolled-back or failed assignment hands out
+// nothing. The nonce is never below chainPending, the chain's pending nonce,
+// which heals a wallet used outside the relayer.
+//
+// replacing is the send's current nonce when it is being moved to a new one
+// (someone else used it), nil for a first assignment. It returns the updated
+// send, or nil when nothing was assigned: the send is final, driven by
+// another job, or its nonce is not replacing (someone got there first).
+func AssignNonce(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, replacing *int64, chainPending uint64,
+	gas RelayerTxGas, feeCap *big.Int) (*RelayerTx, error) {
+	t, err := scanRelayerTx(q.QueryRow(ctx, `
+		WITH send AS (
+			SELECT tx_id, from_address, chain_id FROM relayer.transactions
+			WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
+				AND nonce IS NOT DISTINCT FROM $3
+			FOR UPDATE
+		), reserved AS (
+			INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
+			SELECT from_address, chain_id, $4::bigint + 1, now() FROM send
+			ON CONFLICT (address, chain_id) DO UPDATE
+				SET next_nonce = GREATEST(n.next_nonce, EXCLUDED.next_nonce - 1) + 1, updated_at = now()
+			RETURNING next_nonce - 1 AS taken
+		)
+		UPDATE relayer.transactions SET nonce = reserved.taken, gas_limit = $5, max_fee = $6::numeric,
+			max_priority_fee = $7::numeric, gas_price = $8::numeric, fee_cap = COALESCE(fee_cap, $9::numeric),
+			status = 'pending', tx_hash = NULL, updated_at = now(), checked_at = now()
+		FROM reserved
 		WHERE tx_id = $1
 		RETURNING `+relayerTxColumns,
-		txID, nonce, gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee), numeric(gas.GasPrice), numeric(feeCap)))
+		txID, jobID, replacing, int64(chainPending), gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee),
+		numeric(gas.GasPrice), numeric(feeCap)))
+	if errors.Is(err, ErrRelayerTxNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("set nonce of relayer tx %s: %w", txID, err)
+		return nil, fmt.Errorf("assign nonce to relayer tx %s: %w", txID, err)
 	}
 	return t, nil
 }
 
-// SetRelayerTxFees records bumped fees as the send's current ones.
-func SetRelayerTxFees(ctx context.Context, q DBTX, txID uuid.UUID, gas RelayerTxGas) error {
-	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET gas_limit = $2, max_fee = $3::numeric,
-			max_priority_fee = $4::numeric, gas_price = $5::numeric, updated_at = now()
-		WHERE tx_id = $1`, txID, gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee), numeric(gas.GasPrice))
+// SetRelayerTxFees records bumped fees as the send's current ones (fenced
+// on the driving job).
+func SetRelayerTxFees(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, gas RelayerTxGas) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET gas_limit = $3, max_fee = $4::numeric,
+			max_priority_fee = $5::numeric, gas_price = $6::numeric, updated_at = now()
+		WHERE tx_id = $1 AND job_id = $2`,
+		txID, jobID, gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee), numeric(gas.GasPrice))
 	if err != nil {
 		return fmt.Errorf("set fees of relayer tx %s: %w", txID, err)
 	}
 	return nil
-}
-
-// ReserveNonce hands out the next nonce of (address, chainID) under the
-// nonces row lock and advances it. chainPending is the chain's pending nonce
-// for the address: the reservation never goes below it, which heals a nonce
-// used outside the relayer. Call it in the transaction that writes the nonce
-// onto its send (SetRelayerTxNonce).
-func ReserveNonce(ctx context.Context, tx pgx.Tx, address string, chainID int64, chainPending uint64) (int64, error) {
-	var n int64
-	err := tx.QueryRow(ctx, `
-		INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
-		VALUES ($1, $2, $3::bigint + 1, now())
-		ON CONFLICT (address, chain_id) DO UPDATE
-			SET next_nonce = GREATEST(n.next_nonce, EXCLUDED.next_nonce - 1) + 1, updated_at = now()
-		RETURNING next_nonce - 1`, address, chainID, int64(chainPending)).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("reserve nonce for %s on chain %d: %w", address, chainID, err)
-	}
-	return n, nil
 }
 
 // ReconcileNonce raises the stored next nonce of (address, chainID) to the
@@ -346,13 +373,14 @@ func RecordBroadcast(ctx context.Context, q DBTX, b RelayerBroadcast) error {
 
 // MarkBroadcastSent records that the node accepted the signed transaction
 // and moves its send to in_mempool (a send already further along stays).
-func MarkBroadcastSent(ctx context.Context, q DBTX, txID uuid.UUID, hash string) error {
+// The send's part is fenced on the driving job.
+func MarkBroadcastSent(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, hash string) error {
 	_, err := q.Exec(ctx, `
-		WITH b AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $2)
+		WITH b AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $3)
 		UPDATE relayer.transactions SET status = CASE WHEN status = 'pending' THEN 'in_mempool' ELSE status END,
-			tx_hash = CASE WHEN status IN ('pending', 'in_mempool') THEN $2 ELSE tx_hash END,
+			tx_hash = CASE WHEN status IN ('pending', 'in_mempool') THEN $3 ELSE tx_hash END,
 			broadcast_at = COALESCE(broadcast_at, now()), updated_at = now(), error = NULL
-		WHERE tx_id = $1`, txID, hash)
+		WHERE tx_id = $1 AND job_id = $2`, txID, jobID, hash)
 	if err != nil {
 		return fmt.Errorf("mark broadcast %s sent: %w", hash, err)
 	}
@@ -392,9 +420,10 @@ func RelayerBroadcasts(ctx context.Context, q DBTX, txID uuid.UUID) ([]RelayerBr
 }
 
 // SetRelayerTxError records why the last attempt to move a send forward did
-// not succeed (it stays in flight and will be retried).
-func SetRelayerTxError(ctx context.Context, q DBTX, txID uuid.UUID, msg string) error {
-	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET error = $2, updated_at = now() WHERE tx_id = $1`, txID, msg)
+// not succeed (it stays in flight and will be retried). Fenced on the job.
+func SetRelayerTxError(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, msg string) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET error = $3, updated_at = now()
+		WHERE tx_id = $1 AND job_id = $2`, txID, jobID, msg)
 	if err != nil {
 		return fmt.Errorf("set error of relayer tx %s: %w", txID, err)
 	}
@@ -412,18 +441,19 @@ type RelayerReceipt struct {
 
 // SetRelayerTxMined records the receipt of a send (status mined), or with a
 // nil receipt moves a send whose block was reorged away back to in_mempool.
-func SetRelayerTxMined(ctx context.Context, q DBTX, txID uuid.UUID, r *RelayerReceipt) error {
+// Fenced on the driving job.
+func SetRelayerTxMined(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, r *RelayerReceipt) error {
 	var err error
 	if r == nil {
 		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'in_mempool', mined_block = NULL,
 				mined_block_hash = NULL, receipt_status = NULL, gas_used = NULL, mined_at = NULL, updated_at = now()
-			WHERE tx_id = $1 AND status = 'mined'`, txID)
+			WHERE tx_id = $1 AND job_id = $2 AND status = 'mined'`, txID, jobID)
 	} else {
-		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'mined', tx_hash = $2, mined_block = $3,
-				mined_block_hash = $4, receipt_status = $5, gas_used = $6, mined_at = COALESCE(mined_at, now()),
+		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'mined', tx_hash = $3, mined_block = $4,
+				mined_block_hash = $5, receipt_status = $6, gas_used = $7, mined_at = COALESCE(mined_at, now()),
 				updated_at = now()
-			WHERE tx_id = $1 AND status IN ('pending', 'in_mempool', 'mined')`,
-			txID, r.Hash, r.Block, r.BlockHash, r.Status, r.GasUsed)
+			WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')`,
+			txID, jobID, r.Hash, r.Block, r.BlockHash, r.Status, r.GasUsed)
 	}
 	if err != nil {
 		return fmt.Errorf("record receipt of relayer tx %s: %w", txID, err)

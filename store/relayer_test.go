@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"sort"
 	"sync"
@@ -53,58 +54,80 @@ func TestQueueRelayerTxIsIdempotentAndExact(t *testing.T) {
 	require.Equal(t, 1, n)
 }
 
-func TestReserveNonceIsGaplessUnderConcurrency(t *testing.T) {
+func TestAssignNonceIsGaplessUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	pool := storetest.Pool(t)
 	ctx := context.Background()
-	const workers = 20
+	gas := store.RelayerTxGas{GasLimit: 21000, MaxFee: big.NewInt(10), MaxPriorityFee: big.NewInt(1)}
+	queue := func(i int) *store.RelayerTx {
+		row, _, err := store.QueueRelayerTx(ctx, pool, newRelayerTx(fmt.Sprint("k", i), big.NewInt(1)))
+		require.NoError(t, err)
+		require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, int64(100+i)))
+		return row
+	}
+	const sends = 20
+	rows := make([]*store.RelayerTx, sends)
+	for i := range sends {
+		rows[i] = queue(i)
+	}
 	var mu sync.Mutex
 	var got []int64
 	var errs []error
 	var wg sync.WaitGroup
-	for range workers {
+	for i, row := range rows {
 		wg.Go(func() {
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				n, err := store.ReserveNonce(ctx, tx, "0xabc", 1, 3)
-				if err != nil {
-					return err
-				}
-				mu.Lock()
-				got = append(got, n)
-				mu.Unlock()
-				return nil
-			})
+			out, err := store.AssignNonce(ctx, pool, row.TxID, int64(100+i), nil, 3, gas, big.NewInt(50))
 			mu.Lock()
+			defer mu.Unlock()
 			errs = append(errs, err)
-			mu.Unlock()
+			if out != nil {
+				got = append(got, *out.Nonce)
+			}
 		})
 	}
 	wg.Wait()
 	require.NoError(t, errors.Join(errs...))
 	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	require.Len(t, got, sends)
 	for i, n := range got {
 		require.Equal(t, int64(3+i), n, "nonces %v", got)
 	}
 
-	// The chain moved ahead (the key was used elsewhere): reservation follows it.
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		n, err := store.ReserveNonce(ctx, tx, "0xabc", 1, 40)
-		require.Equal(t, int64(40), n)
-		return err
-	})
+	// Assigned once: a second assignment (or one by a stale job) hands out nothing.
+	again, err := store.AssignNonce(ctx, pool, rows[0].TxID, 100, nil, 3, gas, nil)
 	require.NoError(t, err)
-	// A rolled-back reservation hands out nothing.
+	require.Nil(t, again)
+	stale, err := store.AssignNonce(ctx, pool, rows[1].TxID, 999, nil, 3, gas, nil)
+	require.NoError(t, err)
+	require.Nil(t, stale)
+
+	// The chain moved ahead (the key was used elsewhere): assignment follows it.
+	row := queue(sends)
+	out, err := store.AssignNonce(ctx, pool, row.TxID, int64(100+sends), nil, 40, gas, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(40), *out.Nonce)
+	require.Equal(t, int64(10), out.MaxFee.Int64())
+	require.Equal(t, store.RelayerPending, out.Status)
+
+	// Healing: the send's nonce 40 was used by someone else; it moves to 41.
+	healed, err := store.AssignNonce(ctx, pool, row.TxID, int64(100+sends), out.Nonce, 0, gas, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(41), *healed.Nonce)
+	wrong := int64(40)
+	none, err := store.AssignNonce(ctx, pool, row.TxID, int64(100+sends), &wrong, 0, gas, nil)
+	require.NoError(t, err)
+	require.Nil(t, none, "only the nonce the send holds can be replaced")
+
+	// A rolled-back assignment hands out nothing.
+	next := queue(sends + 1)
 	_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, err := store.ReserveNonce(ctx, tx, "0xabc", 1, 0)
+		_, err := store.AssignNonce(ctx, tx, next.TxID, int64(101+sends), nil, 0, gas, nil)
 		require.NoError(t, err)
 		return pgx.ErrTxClosed
 	})
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		n, err := store.ReserveNonce(ctx, tx, "0xabc", 1, 0)
-		require.Equal(t, int64(41), n)
-		return err
-	})
+	out, err = store.AssignNonce(ctx, pool, next.TxID, int64(101+sends), nil, 0, gas, nil)
 	require.NoError(t, err)
+	require.Equal(t, int64(42), *out.Nonce)
 }
 
 func TestReconcileNonceNeverLowers(t *testing.T) {
@@ -133,6 +156,15 @@ func TestFinishRelayerTxIsFencedOnTheJob(t *testing.T) {
 	row, _, err := store.QueueRelayerTx(ctx, pool, newRelayerTx("k1", big.NewInt(5)))
 	require.NoError(t, err)
 	require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, 7))
+	checked, err := store.CheckRelayerTx(ctx, pool, row.TxID, 8)
+	require.NoError(t, err)
+	require.Nil(t, checked, "job 8 does not drive the send")
+	checked, err = store.CheckRelayerTx(ctx, pool, row.TxID, 7)
+	require.NoError(t, err)
+	require.Equal(t, row.TxID, checked.TxID)
+	moved, err := store.HandOffRelayerTx(ctx, pool, row.TxID, 8, 9)
+	require.NoError(t, err)
+	require.False(t, moved, "only the driving job hands off")
 
 	finish := func(job int64, status string) *store.RelayerTx {
 		var out *store.RelayerTx
@@ -150,9 +182,9 @@ func TestFinishRelayerTxIsFencedOnTheJob(t *testing.T) {
 	require.NotNil(t, done.FinishedAt)
 	require.Nil(t, finish(7, store.RelayerFailed), "a final send stays final")
 
-	ok, err := store.TouchRelayerTx(ctx, pool, row.TxID, 8)
+	got, err := store.CheckRelayerTx(ctx, pool, row.TxID, 7)
 	require.NoError(t, err)
-	require.False(t, ok)
+	require.Nil(t, got, "a final send has nothing left to do")
 }
 
 func TestRecordBroadcastKeepsEveryHashOnce(t *testing.T) {
@@ -166,7 +198,8 @@ func TestRecordBroadcastKeepsEveryHashOnce(t *testing.T) {
 		require.NoError(t, store.RecordBroadcast(ctx, pool, store.RelayerBroadcast{Hash: h, TxID: row.TxID, Kind: "send",
 			Nonce: 4, Gas: gas, Raw: []byte(h)}))
 	}
-	require.NoError(t, store.MarkBroadcastSent(ctx, pool, row.TxID, "0x02"))
+	require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, 1))
+	require.NoError(t, store.MarkBroadcastSent(ctx, pool, row.TxID, 1, "0x02"))
 	bs, err := store.RelayerBroadcasts(ctx, pool, row.TxID)
 	require.NoError(t, err)
 	require.Len(t, bs, 2)

@@ -3,7 +3,6 @@ package relayer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -70,24 +69,12 @@ func (w *monitorWorker) Work(ctx context.Context, job *river.Job[MonitorArgs]) e
 	return w.r.monitor(ctx, job)
 }
 
-// owned loads the send a job works on. It returns nil when there is nothing
-// for this job to do: the send is final or another job drives it (this one
-// is a duplicate or was superseded by Recover).
+// owned loads the send a job works on and notes the job looked at it. It
+// returns nil when there is nothing for this job to do: the send is final or
+// another job drives it (this one is a duplicate or was superseded by
+// Recover).
 func (r *Relayer) owned(ctx context.Context, txID uuid.UUID, jobID int64) (*store.RelayerTx, error) {
-	row, err := store.RelayerTxByID(ctx, r.cfg.Pool, txID)
-	if errors.Is(err, store.ErrRelayerTxNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if row.Final() || row.JobID == nil || *row.JobID != jobID {
-		return nil, nil
-	}
-	if ok, err := store.TouchRelayerTx(ctx, r.cfg.Pool, txID, jobID); err != nil || !ok {
-		return nil, err
-	}
-	return row, nil
+	return store.CheckRelayerTx(ctx, r.cfg.Pool, txID, jobID)
 }
 
 func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) error {
@@ -99,6 +86,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 	if err != nil {
 		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
 	}
+	var signed *types.Transaction
 	if row.Nonce == nil {
 		switch {
 		case row.CancelRequestedAt != nil:
@@ -108,7 +96,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 		}
 		sim, err := estimate(ctx, b, callMsg(row))
 		if err != nil {
-			return r.later(ctx, row.TxID, err)
+			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		simJSON, err := json.Marshal(sim)
 		if err != nil {
@@ -127,7 +115,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 		}
 		f, err := r.market(ctx, uint64(row.ChainID), b, gasLimit)
 		if err != nil {
-			return r.later(ctx, row.TxID, err)
+			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		limit := row.FeeCap
 		if limit == nil {
@@ -135,23 +123,25 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 		}
 		pending, err := b.PendingNonceAt(ctx, w.Address())
 		if err != nil {
-			return r.later(ctx, row.TxID, fmt.Errorf("pending nonce: %w", err))
+			return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
 		}
 		r.crashAt("relayer.before-nonce")
-		if row, err = r.reserveNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
+		if row, err = r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
 			return err
 		}
-	}
-	r.crashAt("relayer.after-nonce")
-	signed, err := r.current(ctx, w, row)
-	if err != nil {
+		r.crashAt("relayer.after-nonce")
+		// A nonce this fresh has no bytes recorded for it yet.
+		if signed, err = r.signRecord(ctx, w, row, "send", rowFees(row)); err != nil {
+			return err
+		}
+	} else if signed, err = r.current(ctx, w, row); err != nil {
 		return err
 	}
 	r.crashAt("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
 	r.crashAt("relayer.after-send")
 	return handOff(ctx, r, job, row.TxID, MonitorArgs{TxID: row.TxID}, func(tx pgx.Tx) error {
-		return r.recordSend(ctx, tx, row.TxID, signed.Hash(), class, sendErr)
+		return r.recordSend(ctx, tx, row.TxID, job.ID, signed.Hash(), class, sendErr)
 	})
 }
 
@@ -160,41 +150,21 @@ func callMsg(row *store.RelayerTx) ethereum.CallMsg {
 	return ethereum.CallMsg{From: common.HexToAddress(row.From), To: &to, Value: row.Value, Data: row.Data}
 }
 
-// reserveNonce gives the send a nonce under the nonce row's lock, with the
-// fees to sign with, and commits both before anything is signed. When
-// replacing is non-nil the send's nonce was used by someone else and is
-// swapped for a new one; otherwise the send must have no nonce yet (if it
-// already has one, e.g. a duplicate job got there first, that one is kept).
+// assignNonce gives the send a nonce (see store.AssignNonce) with the fees
+// to sign with; replacing is its current nonce when someone else used it.
 // It returns nil when the send is no longer this job's to drive.
-func (r *Relayer) reserveNonce(ctx context.Context, jobID int64, txID uuid.UUID, replacing *int64, pending uint64, f fees, limit *big.Int) (*store.RelayerTx, error) {
-	var out *store.RelayerTx
-	err := pgx.BeginFunc(ctx, r.cfg.Pool, func(tx pgx.Tx) error {
-		cur, err := store.LockRelayerTx(ctx, tx, txID)
-		if err != nil {
-			return err
-		}
-		if cur.Final() || cur.JobID == nil || *cur.JobID != jobID {
-			return nil
-		}
-		same := (cur.Nonce == nil && replacing == nil) || (cur.Nonce != nil && replacing != nil && *cur.Nonce == *replacing)
-		if !same {
-			out = cur
-			return nil
-		}
-		n, err := store.ReserveNonce(ctx, tx, cur.From, cur.ChainID, pending)
-		if err != nil {
-			return err
-		}
-		out, err = store.SetRelayerTxNonce(ctx, tx, txID, n, f.row(), limit)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reserve nonce for %s: %w", txID, err)
+func (r *Relayer) assignNonce(ctx context.Context, jobID int64, txID uuid.UUID, replacing *int64, pending uint64, f fees, limit *big.Int) (*store.RelayerTx, error) {
+	row, err := store.AssignNonce(ctx, r.cfg.Pool, txID, jobID, replacing, pending, f.row(), limit)
+	if err != nil || row == nil {
+		return nil, err
 	}
-	if out != nil && out.Nonce != nil {
-		r.log.Debug("nonce reserved", "external_id", out.ExternalID, "nonce", *out.Nonce)
-	}
-	return out, nil
+	r.log.Debug("nonce assigned", "external_id", row.ExternalID, "nonce", *row.Nonce)
+	return row, nil
+}
+
+// rowFees are the fees the send is currently signed with.
+func rowFees(row *store.RelayerTx) fees {
+	return fees{GasLimit: uint64(*row.GasLimit), MaxFee: row.MaxFee, Tip: row.MaxPriorityFee, GasPrice: row.GasPrice}
 }
 
 // current returns the signed transaction to send for the send's nonce: the
@@ -210,8 +180,7 @@ func (r *Relayer) current(ctx context.Context, w *Wallet, row *store.RelayerTx) 
 			return decodeRaw(bs[i].Raw)
 		}
 	}
-	f := fees{GasLimit: uint64(*row.GasLimit), MaxFee: row.MaxFee, Tip: row.MaxPriorityFee, GasPrice: row.GasPrice}
-	return r.signRecord(ctx, w, row, "send", f)
+	return r.signRecord(ctx, w, row, "send", rowFees(row))
 }
 
 // signRecord signs the send (kind "send") or a 0-value self-transfer at its
@@ -257,18 +226,18 @@ func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction
 
 // recordSend writes a send attempt's outcome: accepted moves the send to
 // in_mempool; a refusal is kept as the send's error for the monitor to act on.
-func (r *Relayer) recordSend(ctx context.Context, q store.DBTX, txID uuid.UUID, hash common.Hash, class sendClass, err error) error {
+func (r *Relayer) recordSend(ctx context.Context, q store.DBTX, txID uuid.UUID, jobID int64, hash common.Hash, class sendClass, err error) error {
 	if class == sendOK || class == sendKnown {
-		return store.MarkBroadcastSent(ctx, q, txID, hash.Hex())
+		return store.MarkBroadcastSent(ctx, q, txID, jobID, hash.Hex())
 	}
-	return store.SetRelayerTxError(ctx, q, txID, fmt.Sprintf("broadcast %s: %s: %v", hash.Hex(), class, err))
+	return store.SetRelayerTxError(ctx, q, txID, jobID, fmt.Sprintf("broadcast %s: %s: %v", hash.Hex(), class, err))
 }
 
 // later records a transient failure and retries the job after the poll
 // interval (snoozing does not use up attempts).
-func (r *Relayer) later(ctx context.Context, txID uuid.UUID, cause error) error {
+func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause error) error {
 	r.log.Warn("relayer step will be retried", "tx_id", txID, "error", cause)
-	if err := store.SetRelayerTxError(ctx, r.cfg.Pool, txID, cause.Error()); err != nil {
+	if err := store.SetRelayerTxError(ctx, r.cfg.Pool, txID, jobID, cause.Error()); err != nil {
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
@@ -307,6 +276,7 @@ func finish[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T],
 
 // handOff completes job and, if the job still drives the send, applies
 // update and starts next as the send's new driver, all in one transaction.
+// A job that no longer drives the send just completes.
 func handOff[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T], txID uuid.UUID, next river.JobArgs, update func(pgx.Tx) error) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
@@ -316,17 +286,16 @@ func handOff[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T]
 	if err := completeFirst(ctx, tx, job); err != nil {
 		return err
 	}
-	cur, err := store.LockRelayerTx(ctx, tx, txID)
-	if err != nil {
+	if err := update(tx); err != nil {
 		return err
 	}
-	if !cur.Final() && cur.JobID != nil && *cur.JobID == job.ID {
-		if err := update(tx); err != nil {
-			return err
-		}
-		if err := r.startJob(ctx, tx, txID, next); err != nil {
-			return err
-		}
+	res, err := r.river.InsertTx(ctx, tx, next, r.insertOpts())
+	if err != nil {
+		return fmt.Errorf("relayer: enqueue %s for %s: %w", next.Kind(), txID, err)
+	}
+	ok, err := store.HandOffRelayerTx(ctx, tx, txID, job.ID, res.Job.ID)
+	if err != nil || !ok {
+		return err // !ok: roll back the new job; River completes this one
 	}
 	return tx.Commit(ctx)
 }

@@ -192,7 +192,7 @@ func TestCrashAfterNonceThenOutsideUseHeals(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(),
 		`SELECT nonce FROM relayer.transactions WHERE nonce IS NOT NULL`).Scan(&reserved))
 	tb.sendOutside(t, uint64(reserved), gwei(1))
-	require.Equal(t, uint64(reserved)+1, tb.nonce(t))
+	waitFor(t, "outside send mined", func() bool { return tb.nonce(t) == uint64(reserved)+1 })
 
 	require.NoError(t, startChild(t, spec, ""))
 	assertSentOnce(t, node, spec, 1)

@@ -32,7 +32,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	if err != nil {
 		// The send may be in the mempool: never give up on it for a
 		// configuration problem; wait for a process that knows the wallet.
-		return r.later(ctx, row.TxID, err)
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	if row.Nonce == nil {
 		return handOff(ctx, r, job, row.TxID, BroadcastArgs{TxID: row.TxID}, func(pgx.Tx) error { return nil })
@@ -45,20 +45,20 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	}
 	bc, rc, err := receipt(ctx, b, bs)
 	if err != nil {
-		return r.later(ctx, row.TxID, err)
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	if rc != nil {
 		return r.mined(ctx, job, row, *bc, rc, b)
 	}
 	used, err := b.NonceAt(ctx, w.Address(), nil)
 	if err != nil {
-		return r.later(ctx, row.TxID, fmt.Errorf("nonce: %w", err))
+		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("nonce: %w", err))
 	}
 	if used > nonce {
 		// Look again: a hash of ours may have been mined between the two
 		// lookups, and must never be taken for someone else's.
 		if bc, rc, err = receipt(ctx, b, bs); err != nil {
-			return r.later(ctx, row.TxID, err)
+			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		if rc != nil {
 			return r.mined(ctx, job, row, *bc, rc, b)
@@ -66,7 +66,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	}
 	if row.Status == store.RelayerMined {
 		r.log.Warn("mined send lost its block (reorg); waiting for it again", "external_id", row.ExternalID)
-		if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, nil); err != nil {
+		if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, nil); err != nil {
 			return err
 		}
 	}
@@ -78,27 +78,26 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	if cur == nil {
 		// No bytes recorded at this nonce (its broadcast was healed onto it
 		// and crashed before signing): sign them now.
-		f := fees{GasLimit: uint64(*row.GasLimit), MaxFee: row.MaxFee, Tip: row.MaxPriorityFee, GasPrice: row.GasPrice}
-		signed, err := r.signRecord(ctx, w, row, "send", f)
+		signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, b, row, signed)
+		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
 	}
 
 	now := time.Now()
 	cancel := row.CancelRequestedAt != nil || (row.ExpiresAt != nil && now.After(*row.ExpiresAt))
 	switch {
 	case cancel && cur.Kind != "cancel":
-		return r.replace(ctx, w, b, row, cur, "cancel")
+		return r.replace(ctx, job.ID, w, b, row, cur, "cancel")
 	case now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter:
-		return r.replace(ctx, w, b, row, cur, cur.Kind)
+		return r.replace(ctx, job.ID, w, b, row, cur, cur.Kind)
 	case cur.SentAt == nil:
 		signed, err := decodeRaw(cur.Raw)
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, b, row, signed)
+		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }
@@ -138,12 +137,12 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[MonitorArgs], row *s
 	if need := uint64(max(row.Confirmations, 1)); need > 1 {
 		head, err := b.BlockNumber(ctx)
 		if err != nil {
-			return r.later(ctx, row.TxID, fmt.Errorf("head: %w", err))
+			return r.later(ctx, row.TxID, job.ID, fmt.Errorf("head: %w", err))
 		}
 		if head+1 < rc.BlockNumber.Uint64()+need {
 			if row.Status != store.RelayerMined || row.Hash == nil || *row.Hash != bc.Hash ||
 				row.MinedBlockHash == nil || *row.MinedBlockHash != rec.BlockHash {
-				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, rec); err != nil {
+				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
 					return err
 				}
 			}
@@ -182,16 +181,16 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 	}
 	pending, err := b.PendingNonceAt(ctx, w.Address())
 	if err != nil {
-		return r.later(ctx, row.TxID, fmt.Errorf("pending nonce: %w", err))
+		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
 	}
 	f, err := r.market(ctx, uint64(row.ChainID), b, uint64(*row.GasLimit))
 	if err != nil {
-		return r.later(ctx, row.TxID, err)
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	if _, err := store.ReconcileNonce(ctx, r.cfg.Pool, row.From, row.ChainID, pending); err != nil {
 		return err
 	}
-	healed, err := r.reserveNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(row.FeeCap), row.FeeCap)
+	healed, err := r.assignNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(row.FeeCap), row.FeeCap)
 	if err != nil || healed == nil {
 		return err
 	}
@@ -201,17 +200,17 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 	if err != nil {
 		return err
 	}
-	return r.sendAndSnooze(ctx, b, healed, signed)
+	return r.sendAndSnooze(ctx, job.ID, b, healed, signed)
 }
 
 // replace signs and sends a same-nonce replacement for cur with fees bumped
 // by at least BumpPercent: a bumped copy of the send (kind "send") or a no-op
 // (kind "cancel"). At the fee cap it re-sends cur's bytes instead, in case
 // the node dropped them.
-func (r *Relayer) replace(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
+func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
 	now, err := r.market(ctx, uint64(row.ChainID), b, uint64(cur.Gas.GasLimit))
 	if err != nil {
-		return r.later(ctx, row.TxID, err)
+		return r.later(ctx, row.TxID, jobID, err)
 	}
 	old := feesOf(cur.Gas)
 	next, ok := bumped(old, now, r.cfg.BumpPercent, row.FeeCap)
@@ -224,10 +223,10 @@ func (r *Relayer) replace(ctx context.Context, w *Wallet, b Backend, row *store.
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, b, row, signed)
+		return r.sendAndSnooze(ctx, jobID, b, row, signed)
 	}
 	if kind == "send" {
-		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, next.row()); err != nil {
+		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, jobID, next.row()); err != nil {
 			return err
 		}
 	}
@@ -237,16 +236,16 @@ func (r *Relayer) replace(ctx context.Context, w *Wallet, b Backend, row *store.
 	}
 	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
 		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
-	return r.sendAndSnooze(ctx, b, row, signed)
+	return r.sendAndSnooze(ctx, jobID, b, row, signed)
 }
 
 // sendAndSnooze sends signed bytes, records the outcome and waits for the
 // next poll. Every refusal is handled by a later poll: nonce too low by the
 // receipt and nonce checks, underpriced by the next bump, insufficient funds
 // and transient errors by re-sending.
-func (r *Relayer) sendAndSnooze(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+func (r *Relayer) sendAndSnooze(ctx context.Context, jobID int64, b Backend, row *store.RelayerTx, signed *types.Transaction) error {
 	class, sendErr := r.send(ctx, b, signed)
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, signed.Hash(), class, sendErr); err != nil {
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, jobID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)

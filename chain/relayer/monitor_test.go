@@ -161,7 +161,7 @@ func TestNonceUsedOutsideIsHealed(t *testing.T) {
 	// nonce is now behind the chain.
 	tb.sendOutside(t, *first.Nonce+1, gwei(1))
 	tb.sendOutside(t, *first.Nonce+2, gwei(1))
-	require.Equal(t, *first.Nonce+3, tb.nonce(t))
+	waitFor(t, "outside sends mined", func() bool { return tb.nonce(t) == *first.Nonce+3 })
 
 	for i := 2; i <= 3; i++ {
 		tb.queue(t, relayer.Request{ExternalID: ext(t, i), To: freshAddress(t), Value: big.NewInt(1)})
@@ -178,6 +178,7 @@ func TestRecoverReconcilesNonce(t *testing.T) {
 	tb := setup(t, setupOpts{noClient: true})
 	ctx := context.Background()
 	tb.sendOutside(t, 0, gwei(1))
+	waitFor(t, "outside send mined", func() bool { return tb.nonce(t) == 1 })
 	res, err := tb.r.Recover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Reconciled)

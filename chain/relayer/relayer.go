@@ -312,11 +312,18 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 
 // startJob inserts a job for a send in tx and makes it the send's driver.
 func (r *Relayer) startJob(ctx context.Context, tx pgx.Tx, txID uuid.UUID, args river.JobArgs) error {
-	res, err := r.river.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: r.queue, MaxAttempts: 100})
+	res, err := r.river.InsertTx(ctx, tx, args, r.insertOpts())
 	if err != nil {
 		return fmt.Errorf("relayer: enqueue %s for %s: %w", args.Kind(), txID, err)
 	}
 	return store.SetRelayerTxJob(ctx, tx, txID, res.Job.ID)
+}
+
+// insertOpts are the options of every relayer job. Snoozes, which is how
+// the jobs wait, use no attempts; attempts count real errors (database
+// errors, a failing FinalHook), retried with River's backoff.
+func (r *Relayer) insertOpts() *river.InsertOpts {
+	return &river.InsertOpts{Queue: r.queue, MaxAttempts: 25}
 }
 
 // Get returns the send queued under externalID, or ErrNotFound.
