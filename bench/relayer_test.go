@@ -59,7 +59,7 @@ func relayerSendRate(b *testing.B) float64 {
 		wallets[fmt.Sprint("w", i)] = w
 	}
 	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: wallets,
-		Networks: map[uint64]relayer.Backend{anviltest.ChainID: eth}, PollInterval: 20 * time.Millisecond, })
+		Networks: map[uint64]relayer.Backend{anviltest.ChainID: eth}, PollInterval: 20 * time.Millisecond})
 	require.NoError(b, err)
 	workers := river.NewWorkers()
 	r.AddWorkers(workers)
@@ -176,4 +176,3 @@ func rawSendRate(b *testing.B) float64 {
 	}
 	return float64(relayerSends) / time.Since(start).Seconds()
 }
-
