@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/rflow-dev/rflow/chain/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -52,10 +53,16 @@ type Config struct {
 	MaxJumps int
 	// Faults names crash points for tests (RFLOW_FAULT); empty in production.
 	Faults string
-	// Register adds more workers (relayer, maintenance) to the River client.
-	Register func(*river.Workers)
-	// PeriodicJobs are River periodic jobs (maintenance) to run on the leader.
-	PeriodicJobs []*river.PeriodicJob
+	// DryRun stops every send before the relayer broadcasts: the relayer
+	// records the simulated result and the step completes with it.
+	DryRun bool
+	// SendPollInterval is how often the relayer checks a send in flight
+	// (default 1s).
+	SendPollInterval time.Duration
+	// LedgerCleanup bounds the idempotency-ledger cleanup cycles, which
+	// run every LedgerCleanupInterval on the River leader.
+	LedgerCleanup         LedgerCleanupConfig
+	LedgerCleanupInterval time.Duration
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -70,6 +77,8 @@ type Engine struct {
 	faults   *faults
 	envVars  map[string]any
 	node     *store.Node
+	relayer  *relayer.Relayer
+	dryRun   bool
 
 	plansMu sync.Mutex
 	plans   map[string]*plan
@@ -94,6 +103,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		faults:   parseFaults(cfg.Faults),
 		plans:    map[string]*plan{},
 		envVars:  environ(),
+		dryRun:   cfg.DryRun,
 	}
 	if e.logger == nil {
 		e.logger = slog.New(slog.DiscardHandler)
@@ -106,9 +116,21 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
-	if cfg.Register != nil {
-		cfg.Register(workers)
+	if len(cfg.Project.Wallets) > 0 {
+		r, err := newRelayer(context.Background(), cfg.Pool, cfg.Project, cfg, e.onTxFinal)
+		if err != nil {
+			return nil, err
+		}
+		r.AddWorkers(workers)
+		e.relayer = r
 	}
+	lc := cfg.LedgerCleanup
+	lc.Pool, lc.Logger = cfg.Pool, e.logger
+	cleanup, err := NewLedgerCleanupWorker(lc)
+	if err != nil {
+		return nil, err
+	}
+	river.AddWorker(workers, cleanup)
 	maxWorkers := cfg.Workers
 	if maxWorkers <= 0 {
 		maxWorkers = 50
@@ -132,7 +154,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		RescueStuckJobsAfter: rescue,
 		MaxAttempts:          1000, // the step journal, not River, decides retries
 		Logger:               e.logger.With("component", "river"),
-		PeriodicJobs:         cfg.PeriodicJobs,
+		PeriodicJobs:         []*river.PeriodicJob{NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
@@ -177,6 +199,12 @@ func (e *Engine) Recover(ctx context.Context) error {
 	}
 	if n > 0 {
 		e.logger.Info("rescued jobs of a dead process", "jobs", n)
+	}
+	if e.relayer != nil {
+		// Sends in flight get a driving job again if theirs was lost.
+		if _, err := e.relayer.Recover(ctx); err != nil {
+			return fmt.Errorf("relayer recovery: %w", err)
+		}
 	}
 	return nil
 }

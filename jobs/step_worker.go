@@ -111,6 +111,21 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		e.faults.hit(FaultAfterJournal)
 		out = e.doHTTP(ctx, run, step, n.step, a.env(l))
 		e.faults.hit(FaultAfterEffect)
+	case "send":
+		if e.relayer == nil {
+			out.err = errors.New("send: the project declares no wallets")
+			break
+		}
+		if step.Status == store.StepWaiting {
+			return nil // already handed to the relayer; it resumes the run
+		}
+		req, err := e.sendRequest(n.step, a.env(l), externalID(run.ID, step.Key, step.Attempt))
+		if err != nil {
+			out.err = err
+			break
+		}
+		e.faults.hit(FaultAfterJournal)
+		return e.parkSend(ctx, job, a, step, req)
 	default:
 		out.err = fmt.Errorf("step kind %s is not supported by this engine", n.step.Kind)
 	}

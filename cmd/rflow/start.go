@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -30,6 +30,7 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
 			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
+			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes (default 1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
 		},
 		Action: func(c *cli.Context) error {
@@ -49,7 +50,7 @@ func startCommand() *cli.Command {
 			}
 			return runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
-				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"),
+				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"),
 				stdout: c.App.Writer,
 			})
 		},
@@ -64,6 +65,8 @@ type engineOptions struct {
 	standby  bool
 	workers  int
 	shutdown time.Duration
+	// bodyLimit caps HTTP request bodies (0: the server's 1 MiB default).
+	bodyLimit int64
 	stdout   interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
@@ -120,13 +123,26 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			}()
 		}
 	}
-	var srv *http.Server
 	if o.httpAddr != "" {
-		srv, err = serveHTTP(o.httpAddr, o.db, o.logger)
+		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
+			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
 		}
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			_ = engine.Stop(context.Background())
+			return fmt.Errorf("listen on %s: %w", o.httpAddr, err)
+		}
+		o.httpAddr = ln.Addr().String()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(triggers, ln); err != nil {
+				o.logger.Error("http server", "err", err)
+			}
+		}()
 	}
 	if o.ready != nil {
 		o.ready(engine)
@@ -137,11 +153,6 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
 	stopTriggers()
 	wg.Wait()
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
 	if err := engine.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
@@ -163,39 +174,6 @@ func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger
 		return nil, nil
 	}
 	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
-}
-
-// serveHTTP serves /healthz and /readyz.
-func serveHTTP(addr string, db *database, logger *slog.Logger) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintln(w, `{"status":"ok"}`)
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := db.Pool.Ping(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, `{"status":"database unreachable"}`)
-			return
-		}
-		fmt.Fprintln(w, `{"status":"ready"}`)
-	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server", "err", err)
-		}
-	}()
-	logger.Info("http listening", "addr", l.Addr().String())
-	return srv, nil
 }
 
 // loadProject loads and validates the project file; validation errors are

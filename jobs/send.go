@@ -1,0 +1,358 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// externalID is a send attempt's idempotency key for the relayer. It is
+// known before the relayer sees anything, because the step's row and
+// attempt were journaled when the step's job was enqueued.
+func externalID(run uuid.UUID, stepKey string, attempt int) string {
+	return fmt.Sprintf("rflow:%s:%s:%d", run, stepKey, attempt)
+}
+
+func parseExternalID(id string) (uuid.UUID, string, int, bool) {
+	rest, ok := strings.CutPrefix(id, "rflow:")
+	if !ok {
+		return uuid.Nil, "", 0, false
+	}
+	i, j := strings.IndexByte(rest, ':'), strings.LastIndexByte(rest, ':')
+	if i < 0 || j <= i {
+		return uuid.Nil, "", 0, false
+	}
+	run, err := uuid.Parse(rest[:i])
+	attempt, err2 := strconv.Atoi(rest[j+1:])
+	if err != nil || err2 != nil {
+		return uuid.Nil, "", 0, false
+	}
+	return run, rest[i+1 : j], attempt, true
+}
+
+// newRelayer builds the embedded relayer for the project's wallets and
+// networks, with onFinal resuming the runs parked on its sends.
+func newRelayer(ctx context.Context, pool *pgxpool.Pool, p *workflow.Project, cfg Config, onFinal relayer.FinalHook) (*relayer.Relayer, error) {
+	wallets := map[string]*relayer.Wallet{}
+	for _, w := range p.Wallets {
+		var rw *relayer.Wallet
+		var err error
+		if w.Keystore != "" {
+			rw, err = relayer.WalletFromKeystore(w.Keystore, w.Password.Reveal())
+		} else {
+			rw, err = relayer.WalletFromKey(w.PrivateKey.Reveal())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("wallet %s: %w", w.Name, err)
+		}
+		wallets[w.Name] = rw
+	}
+	networks := map[uint64]relayer.Backend{}
+	for _, n := range p.Networks {
+		if len(n.RPC) == 0 {
+			continue
+		}
+		c, err := ethclient.DialContext(ctx, n.RPC[0])
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", n.Name, err)
+		}
+		networks[n.ChainID] = c
+	}
+	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: networks, OnFinal: onFinal,
+		PollInterval: cfg.SendPollInterval})
+}
+
+// sendRequest evaluates a send step into a relayer request.
+func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (relayer.Request, error) {
+	send := s.Send
+	req := relayer.Request{ExternalID: id, Wallet: send.Wallet, DryRun: e.dryRun}
+	n := e.project.Network(send.Network)
+	if n == nil && len(e.project.Networks) == 1 {
+		n = e.project.Networks[0]
+	}
+	if n == nil {
+		return req, fmt.Errorf("send: unknown network %q", send.Network)
+	}
+	req.ChainID = n.ChainID
+	req.Confirmations = n.Confirmations
+	if send.Confirmations != nil {
+		req.Confirmations = *send.Confirmations
+	}
+	if send.Approval != nil {
+		return req, errors.New("send: approval gates are not available in this version of rflow; remove approval:")
+	}
+	if send.Budget != "" {
+		return req, errors.New("send: spend budgets are not enforced by this version of rflow; remove budget: rather than send unguarded")
+	}
+	if c := e.project.Contract(send.Contract); c != nil {
+		req.To = c.Address
+	} else {
+		to, err := send.To.String(env)
+		if err != nil {
+			return req, fmt.Errorf("send to: %w", err)
+		}
+		if !common.IsHexAddress(to) {
+			return req, fmt.Errorf("send to: %q is not an address", to)
+		}
+		req.To = common.HexToAddress(to)
+	}
+	if send.Value != nil {
+		v, err := send.Value.Eval(env)
+		if err != nil {
+			return req, fmt.Errorf("send value: %w", err)
+		}
+		if req.Value, err = workflow.ToBigInt(v); err != nil {
+			return req, fmt.Errorf("send value: %w", err)
+		}
+	}
+	switch {
+	case send.ABIMethod != nil:
+		args := make([]any, len(send.Args))
+		for i, a := range send.Args {
+			v, err := a.Eval(env)
+			if err != nil {
+				return req, fmt.Errorf("send %s argument %d: %w", send.Function, i, err)
+			}
+			if args[i], err = abiArg(send.ABIMethod.Inputs[i].Type.String(), v); err != nil {
+				return req, fmt.Errorf("send %s argument %d: %w", send.Function, i, err)
+			}
+		}
+		packed, err := send.ABIMethod.Inputs.Pack(args...)
+		if err != nil {
+			return req, fmt.Errorf("send %s: encode arguments: %w", send.Function, err)
+		}
+		req.Data = append(append([]byte{}, send.ABIMethod.ID...), packed...)
+	case send.Data != nil:
+		d, err := send.Data.String(env)
+		if err != nil {
+			return req, fmt.Errorf("send data: %w", err)
+		}
+		if req.Data, err = hexutil.Decode(d); err != nil {
+			return req, fmt.Errorf("send data: %w", err)
+		}
+	}
+	return req, nil
+}
+
+// abiArg converts an expression value to the Go type go-ethereum's ABI
+// encoder wants for typ (exact big integers for uint/int).
+func abiArg(typ string, v any) (any, error) {
+	switch {
+	case typ == "address":
+		s, ok := v.(string)
+		if !ok || !common.IsHexAddress(s) {
+			return nil, fmt.Errorf("want an address, got %v", v)
+		}
+		return common.HexToAddress(s), nil
+	case typ == "uint256" || typ == "int256":
+		return workflow.ToBigInt(v)
+	case strings.HasPrefix(typ, "uint") || strings.HasPrefix(typ, "int"):
+		b, err := workflow.ToBigInt(v)
+		if err != nil {
+			return nil, err
+		}
+		bits, _ := strconv.Atoi(strings.TrimLeft(typ, "uint"))
+		if bits > 64 {
+			return b, nil
+		}
+		if strings.HasPrefix(typ, "uint") {
+			return convertUint(b, bits)
+		}
+		return convertInt(b, bits)
+	case typ == "bool":
+		b, ok := v.(bool)
+		if !ok {
+			return nil, fmt.Errorf("want a bool, got %v", v)
+		}
+		return b, nil
+	case typ == "string":
+		return fmt.Sprint(v), nil
+	case typ == "bytes":
+		s, _ := v.(string)
+		return hexutil.Decode(s)
+	}
+	return v, nil
+}
+
+func convertUint(b *big.Int, bits int) (any, error) {
+	if b.Sign() < 0 || b.BitLen() > bits {
+		return nil, fmt.Errorf("%s does not fit uint%d", b, bits)
+	}
+	u := b.Uint64()
+	switch bits {
+	case 8:
+		return uint8(u), nil
+	case 16:
+		return uint16(u), nil
+	case 32:
+		return uint32(u), nil
+	}
+	return u, nil
+}
+
+func convertInt(b *big.Int, bits int) (any, error) {
+	if !b.IsInt64() || b.BitLen() >= bits {
+		return nil, fmt.Errorf("%s does not fit int%d", b, bits)
+	}
+	i := b.Int64()
+	switch bits {
+	case 8:
+		return int8(i), nil
+	case 16:
+		return int16(i), nil
+	case 32:
+		return int32(i), nil
+	}
+	return i, nil
+}
+
+// parkSend hands a send to the relayer and parks the run as waiting_tx, in
+// one transaction with the job's completion. QueueTx is idempotent on the
+// external id: a job re-run after a crash adopts the send it already queued.
+func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *advance, step *store.StepRun, req relayer.Request) error {
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		if err != nil {
+			return fmt.Errorf("complete job %d: %w", job.ID, err)
+		}
+		if done.State != rivertype.JobStateCompleted {
+			return errStale
+		}
+		t, _, err := e.relayer.QueueTx(ctx, tx, req)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ok, err := store.SettleStep(ctx, tx, a.run.ID, step.Key, step.Attempt, store.StepOutcome{
+			Status: store.StepWaiting, StartedAt: &now,
+			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
+		})
+		if err != nil || !ok {
+			return orStale(err)
+		}
+		a.status, a.position = store.RunWaitingTx, step.Key
+		ok, err = e.flush(ctx, tx, []*advance{a}, true)
+		if err != nil || !ok {
+			return orStale(err)
+		}
+		return nil
+	})
+	if errors.Is(err, errStale) {
+		e.stale("send fenced off", job.Args, "")
+		return nil
+	}
+	return err
+}
+
+// onTxFinal resumes the run parked on a send when the relayer finalises
+// it, inside the relayer's transaction: the step completes with the
+// receipt (or fails with the reason) and the run moves on atomically.
+func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transaction) error {
+	runID, key, attempt, ok := parseExternalID(t.ExternalID)
+	if !ok {
+		return nil // not an engine send
+	}
+	run, err := store.GetRun(ctx, tx, runID, true)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if store.RunTerminal(run.Status) {
+		return nil
+	}
+	journal, err := store.RunSteps(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	var step *store.StepRun
+	for _, s := range journal {
+		if s.Key == key {
+			step = s
+		}
+	}
+	if step == nil || step.Attempt != attempt || step.Status != store.StepWaiting {
+		return nil // a stale attempt: its outcome no longer matters
+	}
+	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	if err != nil {
+		return err
+	}
+	n := p.nodes[step.StepID]
+	_, items, _, err := parseKey(key)
+	if err != nil || n == nil {
+		return fmt.Errorf("send %s: %v", t.ExternalID, err)
+	}
+	a, err := e.newAdvance(p, run, journal)
+	if err != nil {
+		return err
+	}
+	l := loc{n: n, items: items}
+	out := map[string]any{
+		"tx_id": t.TxID.String(), "external_id": t.ExternalID, "hash": t.Hash.Hex(), "block": int64(t.BlockNumber),
+		"status": string(t.Status), "gas_used": int64(t.GasUsed), "from": t.From.Hex(), "to": t.To.Hex(),
+		"value": t.Value, "dry_run": t.DryRun,
+	}
+	if t.Simulation != nil {
+		out["simulation"] = t.Simulation
+	}
+	success := t.Status == relayer.StatusConfirmed || t.Status == relayer.StatusSimulated
+	if success {
+		output := mustJSON(out)
+		ok, err := store.SettleStep(ctx, tx, runID, key, attempt, store.StepOutcome{Status: store.StepCompleted, Output: output})
+		if err != nil || !ok {
+			return err
+		}
+		step.Status, step.Output = store.StepCompleted, output
+		a.decoded[key] = out
+		next, err := a.after(ctx, tx, l, out)
+		if err != nil {
+			return err
+		}
+		if next != nil {
+			if err := a.runFrom(ctx, tx, *next); err != nil {
+				return err
+			}
+		}
+	} else {
+		msg := fmt.Sprintf("send %s", t.Status)
+		if t.Error != "" {
+			msg += ": " + t.Error
+		}
+		ok, err := store.SettleStep(ctx, tx, runID, key, attempt, store.StepOutcome{Status: store.StepFailed,
+			Output: mustJSON(out), Error: &msg})
+		if err != nil || !ok {
+			return err
+		}
+		step.Status, step.Error = store.StepFailed, &msg
+		if err := a.failRun(ctx, tx, l, key, fmt.Sprintf("step %s: %s", key, msg)); err != nil {
+			return err
+		}
+	}
+	if a.status == store.RunWaitingTx {
+		a.status = store.RunRunning
+	}
+	if _, err := e.flush(ctx, tx, []*advance{a}, true); err != nil {
+		return err
+	}
+	return nil
+}

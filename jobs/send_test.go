@@ -1,0 +1,99 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// TestSendStep: a send parks the run as waiting_tx, the relayer broadcasts
+// exactly one transaction, and the run resumes with the receipt in the step
+// output. A reverting call fails the step with the reason and sends nothing.
+func TestSendStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	em := anviltest.DeployEmitter(t, node)
+	recv := newReceiver(t)
+	_, from := anviltest.Key(t, 1)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+name: sends
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: "${OPS_KEY}" }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q }
+workflows:
+  - name: pay
+    trigger: { manual: {} }
+    steps:
+      - id: pay
+        send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(3) }}", confirmations: 1 }
+      - id: refund
+        send:
+          wallet: ops
+          network: local
+          contract: Vault
+          function: refund
+          args: ["0x000000000000000000000000000000000000dEaD", "${{ trigger.input.amount }}"]
+      - id: tell
+        http_call: { method: POST, url: "%[3]s/sent", body: "${{ steps.pay.output.hash }}" }
+`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
+	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{
+		LookupEnv: func(k string) (string, bool) {
+			if k == "OPS_KEY" {
+				return anviltest.DevKeys[1], true
+			}
+			return os.LookupEnv(k)
+		},
+	})
+	require.NoError(t, err)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngine(t, pool, url, project)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	b := &testBundle{pool: pool, engine: e, project: project, recv: recv}
+
+	client := node.Client()
+	before, err := client.NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+
+	ok := b.waitRun(t, b.manual(t, "pay", "ok", map[string]any{"amount": 7}))
+	if ok.Status != store.RunCompleted {
+		t.Fatalf("run failed: %s", *ok.Error)
+	}
+	steps := b.steps(t, ok.ID)
+	out, err := workflow.UnmarshalJSON(steps["pay"].Output)
+	require.NoError(t, err)
+	pay := out.(map[string]any)
+	require.Equal(t, "confirmed", pay["status"])
+	require.Equal(t, pay["hash"], recv.got("/sent")[0].Body)
+	after, err := client.NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, before+2, after, "exactly one transaction per send step")
+
+	bad := b.waitRun(t, b.manual(t, "pay", "bad", map[string]any{"amount": 5000}))
+	require.Equal(t, store.RunFailed, bad.Status)
+	require.Contains(t, *bad.Error, "insufficient assets")
+	final, err := client.NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, after+1, final, "the reverting refund sent nothing (only the first send went out)")
+}
