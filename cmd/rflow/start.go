@@ -67,7 +67,7 @@ type engineOptions struct {
 	shutdown time.Duration
 	// bodyLimit caps HTTP request bodies (0: the server's 1 MiB default).
 	bodyLimit int64
-	stdout   interface{ Write([]byte) (int, error) }
+	stdout    interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
 }
