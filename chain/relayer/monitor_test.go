@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
@@ -203,4 +205,66 @@ func TestOutsideReplacementEndsReplaced(t *testing.T) {
 	require.Zero(t, tb.balance(t, to).Sign())
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, bs[0].Nonce+1, tb.nonce(t), "the relayer must not re-send a replaced send")
+}
+
+// legacyChain hides the base fee, as a pre-London chain would.
+type legacyChain struct{ *ethclient.Client }
+
+func (l legacyChain) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, error) {
+	h, err := l.Client.HeaderByNumber(ctx, n)
+	if h != nil {
+		h.BaseFee = nil
+	}
+	return h, err
+}
+
+func TestLegacyChainSendsAndBumpsGasPrice(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: 150 * time.Millisecond},
+		backend: func(c *ethclient.Client) relayer.Backend { return legacyChain{c} }})
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(3)})
+	bs := tb.broadcasts(t, ext(t, 1), 2)
+	for _, b := range bs {
+		require.Nil(t, b.MaxFee)
+		require.NotNil(t, b.GasPrice)
+	}
+	require.GreaterOrEqual(t, new(big.Int).Mul(bs[1].GasPrice, big.NewInt(100)).Cmp(new(big.Int).Mul(bs[0].GasPrice, big.NewInt(110))), 0)
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	tx, _, err := tb.eth.TransactionByHash(context.Background(), got.Hash)
+	require.NoError(t, err)
+	require.Equal(t, uint8(types.LegacyTxType), tx.Type())
+	require.Equal(t, int64(3), tb.balance(t, to).Int64())
+}
+
+func TestReorgedSendIsMinedAgainOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: 200 * time.Millisecond}})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(11), Confirmations: 3})
+	var first *relayer.Transaction
+	waitFor(t, "mined", func() bool {
+		got, err := tb.r.Get(context.Background(), ext(t, 1))
+		first = got
+		return err == nil && got.Status == relayer.StatusMined
+	})
+	// The block holding the send is replaced by an empty one.
+	tb.node.Reorg(1)
+	waitFor(t, "mined again", func() bool {
+		got, err := tb.r.Get(context.Background(), ext(t, 1))
+		if err != nil || got.Status != relayer.StatusMined {
+			return false
+		}
+		rc, err := tb.eth.TransactionReceipt(context.Background(), got.Hash)
+		return err == nil && rc.BlockHash == got.BlockHash && got.BlockHash != first.BlockHash
+	})
+	tb.node.Mine(2)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, first.TxID, got.TxID)
+	require.Equal(t, before+1, tb.nonce(t))
+	require.Equal(t, int64(11), tb.balance(t, to).Int64())
 }

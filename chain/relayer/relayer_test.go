@@ -50,7 +50,8 @@ type testBundle struct {
 
 type setupOpts struct {
 	node     anviltest.Options
-	config   relayer.Config // tuning fields only
+	backend  func(*ethclient.Client) relayer.Backend // wraps the node; nil: as is
+	config   relayer.Config                          // tuning fields only
 	noClient bool
 }
 
@@ -58,6 +59,9 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
 	tb := &testBundle{pool: storetest.Pool(t), node: anviltest.Start(t, o.node), finals: map[string]int{}, keyIdx: 1}
 	tb.eth = tb.node.Client()
+	if o.backend != nil {
+		o.config.Networks = map[uint64]relayer.Backend{chainID: o.backend(tb.eth)}
+	}
 	tb.r = tb.newRelayer(t, o.config)
 	if !o.noClient {
 		tb.startClient(t, tb.r)
@@ -73,7 +77,9 @@ func (tb *testBundle) newRelayer(t *testing.T, c relayer.Config) *relayer.Relaye
 	tb.wallet = w
 	c.Pool = tb.pool
 	c.Wallets = map[string]*relayer.Wallet{"ops": w}
-	c.Networks = map[uint64]relayer.Backend{chainID: tb.eth}
+	if c.Networks == nil {
+		c.Networks = map[uint64]relayer.Backend{chainID: tb.eth}
+	}
 	if c.PollInterval == 0 {
 		c.PollInterval = 50 * time.Millisecond
 	}
