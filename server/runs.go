@@ -1,0 +1,225 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// startRunRequest is the body of POST /v1/workflows/{name}/runs.
+type startRunRequest struct {
+	// Input is exposed to the run as trigger.input, exactly as sent.
+	Input json.RawMessage `json:"input"`
+	// Key is the run's trigger key: a second request with the same key
+	// (even after the ledger forgot the Idempotency-Key) returns the first
+	// run. Empty means a fresh key per request.
+	Key string `json:"key"`
+}
+
+// startRunResponse answers a manual run request.
+type startRunResponse struct {
+	RunID    uuid.UUID `json:"run_id"`
+	Workflow string    `json:"workflow"`
+	// Duplicate is true when Key already had a run: no run was created and
+	// RunID is the existing one.
+	Duplicate bool `json:"duplicate"`
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.command(w, r, func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error) {
+		var req startRunRequest
+		if len(bytes.TrimSpace(body)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&req); err != nil || dec.More() {
+				return 0, nil, &apiError{status: http.StatusBadRequest, code: "malformed_json",
+					message: fmt.Sprintf("the body must be a JSON object {\"input\": …, \"key\": \"…\"}: %v", orTrailing(err))}
+			}
+		}
+		key := req.Key
+		if key == "" {
+			key = uuid.NewString()
+		}
+		input := req.Input
+		if len(input) == 0 {
+			input = json.RawMessage("null")
+		}
+		payload, err := json.Marshal(map[string]json.RawMessage{"input": input})
+		if err != nil {
+			return 0, nil, err
+		}
+		id, created, err := s.engine.StartRunTx(ctx, tx, store.Claim{
+			Workflow: name, TriggerKey: key, TriggerKind: "manual", Trigger: payload,
+		})
+		if err != nil {
+			return 0, nil, err
+		}
+		status := http.StatusCreated
+		if !created {
+			status = http.StatusOK
+		}
+		return status, startRunResponse{RunID: id, Workflow: name, Duplicate: !created}, nil
+	})
+}
+
+func orTrailing(err error) error {
+	if err == nil {
+		return fmt.Errorf("unexpected data after the object")
+	}
+	return err
+}
+
+// runListResponse is a page of runs, newest first.
+type runListResponse struct {
+	Runs []*store.Run `json:"runs"`
+	// NextBefore, when set, is the "before" value of the next (older) page.
+	NextBefore *uuid.UUID `json:"next_before,omitempty"`
+}
+
+const maxListLimit = 1000
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.RunFilter{Workflow: q.Get("workflow"), Status: q.Get("status"), Limit: 50}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
+				message: fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit)})
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query", message: "before must be a run id"})
+			return
+		}
+		f.Before = &id
+	}
+	if f.Status != "" && !validRunStatus(f.Status) {
+		writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
+			message: fmt.Sprintf("unknown status %q", f.Status)})
+		return
+	}
+	runs, err := store.ListRuns(r.Context(), s.pool, f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp := runListResponse{Runs: runs}
+	if resp.Runs == nil {
+		resp.Runs = []*store.Run{}
+	}
+	if len(runs) == f.Limit {
+		resp.NextBefore = &runs[len(runs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func validRunStatus(s string) bool {
+	switch s {
+	case store.RunQueued, store.RunRunning, store.RunWaitingDelay, store.RunWaitingTx, store.RunWaitingEvent,
+		store.RunWaitingApproval, store.RunCompleted, store.RunFailed, store.RunCancelled:
+		return true
+	}
+	return false
+}
+
+// runResponse answers retry and cancel: the run as the command left it.
+type runResponse struct {
+	Run *store.Run `json:"run"`
+}
+
+// runDetail is a run with its whole step journal.
+type runDetail struct {
+	Run   *store.Run       `json:"run"`
+	Steps []*store.StepRun `json:"steps"`
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	id, aerr := runID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	run, err := store.GetRun(r.Context(), s.pool, id, false)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	steps, err := store.RunSteps(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if steps == nil {
+		steps = []*store.StepRun{}
+	}
+	writeJSON(w, http.StatusOK, runDetail{Run: run, Steps: steps})
+}
+
+func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
+	s.runCommand(w, r, func(run *store.Run) *apiError {
+		if run.Status != store.RunFailed {
+			return &apiError{status: http.StatusConflict, code: "invalid_state",
+				message: fmt.Sprintf("run %s is %s: only failed runs can be retried", run.ID, run.Status)}
+		}
+		return nil
+	}, s.engine.RetryRunTx)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	s.runCommand(w, r, func(run *store.Run) *apiError {
+		if store.RunTerminal(run.Status) {
+			return &apiError{status: http.StatusConflict, code: "invalid_state",
+				message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
+		}
+		return nil
+	}, s.engine.CancelRunTx)
+}
+
+// runCommand is retry or cancel: lock the run, check that the command
+// applies to its state (409 otherwise), then let the engine act in the same
+// transaction.
+func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, check func(*store.Run) *apiError,
+	act func(context.Context, pgx.Tx, uuid.UUID) (*store.Run, error)) {
+	id, aerr := runID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.command(w, r, func(ctx context.Context, tx pgx.Tx, _ []byte) (int, any, error) {
+		run, err := store.GetRun(ctx, tx, id, true)
+		if err != nil {
+			return 0, nil, err
+		}
+		if aerr := check(run); aerr != nil {
+			return 0, nil, aerr
+		}
+		run, err = act(ctx, tx, id)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, runResponse{Run: run}, nil
+	})
+}
+
+func runID(r *http.Request) (uuid.UUID, *apiError) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		return uuid.Nil, &apiError{status: http.StatusBadRequest, code: "bad_run_id",
+			message: fmt.Sprintf("%q is not a run id (a uuid)", r.PathValue("id"))}
+	}
+	return id, nil
+}

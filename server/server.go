@@ -1,0 +1,293 @@
+// Package server is rflow's HTTP surface: webhook triggers (POST
+// /hooks/{workflow}), the command API under /v1 and the health probes.
+//
+// Every mutation goes through the idempotency ledger (store.ClaimIdempotencyKey):
+// the ledger row, the state change and the River job it enqueues commit in
+// one transaction, so a repeated request replays the recorded response byte
+// for byte and never mutates twice.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// Engine is what the server needs from the workflow engine (*jobs.Engine).
+// Every *Tx method works inside the caller's transaction, so the server can
+// commit it together with the idempotency ledger row.
+type Engine interface {
+	// DeployTx validates one workflow definition (YAML or JSON body) with the same code as `rflow validate`
+	// and stores it; the generation bumps only when the spec hash changes. Invalid => error that is
+	// (errors.As) a *workflow.Diagnostics listing every problem.
+	DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error)
+	// StartRunTx passes a manual/webhook claim through the claim gate and enqueues its first step, in tx.
+	// created=false means the key already had a run; runID is then that existing run.
+	StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (runID uuid.UUID, created bool, err error)
+	RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) // store.ErrNotFound / error when not failed
+	CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error)
+	// Workflow returns the current compiled definition (for webhook secret/idempotency_key/ttl).
+	Workflow(ctx context.Context, name string) (*workflow.Workflow, error)
+}
+
+// Defaults and limits of Config.
+const (
+	DefaultBodyLimit = 1 << 20 // 1 MiB
+	DefaultClientTTL = 24 * time.Hour
+	DefaultAutoTTL   = 14 * 24 * time.Hour
+	// MinAutoTTL is the shortest retention allowed for deterministic
+	// automatic commands: their producers may redeliver for days, and a
+	// shorter window would let a redelivery mutate twice.
+	MinAutoTTL = 7 * 24 * time.Hour
+)
+
+// Config configures a Server.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Engine Engine
+	Logger *slog.Logger
+	// APIToken is the bearer token of the command API (RFLOW_API_TOKEN).
+	// Empty disables /v1: every request there is refused with 503.
+	APIToken string
+	// BodyLimit caps request bodies (DefaultBodyLimit when zero); larger
+	// bodies get 413 and change nothing.
+	BodyLimit int64
+	// ClientTTL is how long a client command's response stays replayable
+	// (DefaultClientTTL when zero).
+	ClientTTL time.Duration
+	// AutoTTL is the retention of deterministic automatic commands (sent
+	// with "Idempotency-Class: automatic"); DefaultAutoTTL when zero, and
+	// never less than MinAutoTTL.
+	AutoTTL time.Duration
+}
+
+// Server serves rflow's HTTP API. Create it with New.
+type Server struct {
+	pool      *pgxpool.Pool
+	engine    Engine
+	logger    *slog.Logger
+	token     string
+	bodyLimit int64
+	clientTTL time.Duration
+	autoTTL   time.Duration
+	mux       *http.ServeMux
+	handler   http.Handler
+	now       func() time.Time
+	// txSlots bounds the transactions handlers hold at once to half the
+	// pool. Requests with one idempotency key queue on the ledger row while
+	// holding a connection; without the bound they could take every
+	// connection and starve the one transaction they wait for, whenever it
+	// (or the engine inside it) needs a second connection.
+	txSlots chan struct{}
+}
+
+// New checks cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("server: a database pool is required")
+	}
+	if cfg.Engine == nil {
+		return nil, errors.New("server: an engine is required")
+	}
+	s := &Server{
+		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
+		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL, now: time.Now,
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case s.bodyLimit == 0:
+		s.bodyLimit = DefaultBodyLimit
+	case s.bodyLimit < 0:
+		return nil, fmt.Errorf("server: body limit must be positive, got %d", cfg.BodyLimit)
+	}
+	switch {
+	case s.clientTTL == 0:
+		s.clientTTL = DefaultClientTTL
+	case s.clientTTL < 0:
+		return nil, fmt.Errorf("server: client command retention must be positive, got %s", cfg.ClientTTL)
+	}
+	switch {
+	case s.autoTTL == 0:
+		s.autoTTL = DefaultAutoTTL
+	case s.autoTTL < MinAutoTTL:
+		return nil, fmt.Errorf("server: automatic command retention %s is below the minimum of %s (7 days): "+
+			"producers of automatic commands may redeliver for that long, and a shorter ledger window "+
+			"would let a redelivery mutate twice", cfg.AutoTTL, MinAutoTTL)
+	}
+	s.txSlots = make(chan struct{}, max(1, cfg.Pool.Config().MaxConns/2))
+	s.mux = http.NewServeMux()
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
+	}
+	s.mux.HandleFunc("/", s.notFound)
+	s.handler = s.recoverPanics(s.mux)
+	return s, nil
+}
+
+// route is one registered endpoint.
+type route struct {
+	Method  string
+	Pattern string // net/http pattern path, e.g. /v1/runs/{id}
+	handler http.Handler
+}
+
+// routes is the one list of endpoints: New registers it and the OpenAPI
+// test compares it with docs/openapi.yaml.
+func (s *Server) routes() []route {
+	v1 := func(h http.HandlerFunc) http.Handler { return s.requireToken(h) }
+	return []route{
+		{http.MethodGet, "/healthz", http.HandlerFunc(s.healthz)},
+		{http.MethodGet, "/readyz", http.HandlerFunc(s.readyz)},
+		{http.MethodPost, "/hooks/{workflow}", http.HandlerFunc(s.webhook)},
+		{http.MethodPut, "/v1/workflows/{name}", v1(s.deployWorkflow)},
+		{http.MethodPost, "/v1/workflows/{name}/runs", v1(s.startRun)},
+		{http.MethodGet, "/v1/runs", v1(s.listRuns)},
+		{http.MethodGet, "/v1/runs/{id}", v1(s.getRun)},
+		{http.MethodPost, "/v1/runs/{id}/retry", v1(s.retryRun)},
+		{http.MethodPost, "/v1/runs/{id}/cancel", v1(s.cancelRun)},
+	}
+}
+
+// Handler returns the server's http.Handler, for tests or to mount it
+// behind other middleware.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Timeouts of ListenAndServe: generous enough for a 1 MiB body on a slow
+// link, short enough that stalled clients cannot pin connections.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 60 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 15 * time.Second
+)
+
+// ListenAndServe serves on addr until ctx is cancelled, then shuts down
+// gracefully: it stops accepting connections and waits (up to 15s) for
+// requests in flight, whose transactions either commit or roll back whole.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve is ListenAndServe on an existing listener (for example port 0 in
+// tests); it closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.logger.InfoContext(ctx, "http server listening", "addr", ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("http server shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	return nil
+}
+
+// begin starts a handler transaction once a slot is free; release must be
+// called after the transaction ends.
+func (s *Server) begin(ctx context.Context) (tx pgx.Tx, release func(), err error) {
+	select {
+	case s.txSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	tx, err = s.pool.Begin(ctx)
+	if err != nil {
+		<-s.txSlots
+		return nil, nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, func() {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		<-s.txSlots
+	}, nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		s.logger.WarnContext(ctx, "readiness check failed", "err", err)
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "database_unreachable",
+			message: "the database is not reachable"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// notFound answers every request no route matched: 405 (with Allow) when
+// the path exists under another method, else 404, both as JSON errors.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		for _, m := range allow {
+			w.Header().Add("Allow", m)
+		}
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+			message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+		return
+	}
+	writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
+		message: fmt.Sprintf("no endpoint at %s", r.URL.Path)})
+}
+
+// recoverPanics turns a handler panic into a 500 JSON error (the
+// transaction, if any, was rolled back by its deferred Rollback).
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.logger.ErrorContext(r.Context(), "http handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeError(w, errInternal)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

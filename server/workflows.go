@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// diagnostic is one validation problem, as the API reports it.
+type diagnostic struct {
+	Position string `json:"position"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
+}
+
+// deployWorkflow stores a new definition of a workflow (YAML or JSON body).
+// Runs already claimed keep the generation they were claimed under.
+func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.command(w, r, func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error) {
+		d, err := s.engine.DeployTx(ctx, tx, name, body)
+		if err == nil {
+			return http.StatusOK, d, nil
+		}
+		if diags, ok := asDiagnostics(err); ok {
+			out := make([]diagnostic, len(diags))
+			for i, d := range diags {
+				out[i] = diagnostic{Position: d.Pos.String(), Severity: d.Severity.String(), Message: d.Message}
+			}
+			return 0, nil, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_workflow",
+				message: "the workflow definition is invalid: " + err.Error(), details: out}
+		}
+		// Anything else that left the transaction healthy is a problem with
+		// the definition (for example a name that does not match the path);
+		// a database failure aborts the transaction and is a 500.
+		if _, probe := tx.Exec(ctx, `SELECT 1`); probe == nil {
+			return 0, nil, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_workflow",
+				message: err.Error()}
+		}
+		return 0, nil, err
+	})
+}
+
+// asDiagnostics finds the validation diagnostics in err, whether it carries
+// workflow.Diagnostics or a pointer to it.
+func asDiagnostics(err error) (workflow.Diagnostics, bool) {
+	var p *workflow.Diagnostics
+	if errors.As(err, &p) && p != nil {
+		return *p, true
+	}
+	var v workflow.Diagnostics
+	if errors.As(err, &v) {
+		return v, true
+	}
+	return nil, false
+}
