@@ -68,7 +68,7 @@ func (s *Service) eventFetcher(n *netState, t EventTrigger, phase Phase, both bo
 		if err != nil {
 			return batch{}, err
 		}
-		b := batch{hashes: make(map[int64]string), claims: make([]store.Claim, 0, len(logs))}
+		b := batch{hashes: make(map[int64]string), claims: make([]store.Claim, 0, len(logs)), logs: len(logs)}
 		for _, l := range logs {
 			if l.Removed {
 				continue

@@ -21,6 +21,7 @@ var errStale = errors.New("range is stale")
 type batch struct {
 	claims []store.Claim
 	hashes map[int64]string
+	logs   int // logs read (before filtering), to size the next range
 }
 
 // fetchFunc reads blocks from..to (inclusive) from the node. A range error
@@ -39,7 +40,37 @@ type cursorJob struct {
 	start int64 // the cursor's first value if it does not exist yet
 	fetch fetchFunc
 
-	size uint64 // current range size: shrinks on range errors, grows back
+	size uint64   // current range size: shrinks on range errors, grows back
+	next *fetched // the following range, read while this one is claimed
+}
+
+// Range sizing: ranges start at initialRange blocks (or MaxBlockRange if
+// smaller) and aim at maxLogsPerRange logs each.
+const (
+	initialRange    = 8
+	maxLogsPerRange = 5000
+)
+
+// fetched is a range read in the background. reorgID is the chain's last
+// reorg before the read; the claim transaction checks it is still the last.
+type fetched struct {
+	from, to int64
+	reorgID  int64
+	b        batch
+	err      error
+	done     chan struct{}
+}
+
+func (j *cursorJob) startFetch(ctx context.Context, from, to int64) *fetched {
+	f := &fetched{from: from, to: to, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.reorgID, f.err = store.LastReorgID(ctx, j.s.pool, j.n.cfg.ChainID)
+		if f.err == nil {
+			f.b, f.err = j.fetch(ctx, from, to)
+		}
+	}()
+	return f
 }
 
 // step advances the cursor by at most one range. It reports whether it made
@@ -58,26 +89,41 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	if cursor >= target {
 		return false, nil
 	}
-	reorgID, err := store.LastReorgID(ctx, j.s.pool, chainID)
-	if err != nil {
-		return false, err
-	}
 	if j.size == 0 {
-		j.size = j.n.cfg.MaxBlockRange
+		// Start small and grow while ranges are sparse: a dense start is
+		// then claimed in pipelined pieces rather than one huge range.
+		j.size = min(j.n.cfg.MaxBlockRange, initialRange)
 	}
 	from := cursor + 1
-	to := min(target, from+int64(j.size)-1)
-	b, err := j.fetch(ctx, from, to)
-	if err != nil {
-		if IsRangeError(err) && j.size > 1 {
-			j.size = max(1, j.size/2)
-			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size, "err", err)
+	f := j.next
+	j.next = nil
+	if f == nil || f.from != from || f.to > target {
+		f = j.startFetch(ctx, from, min(target, from+int64(j.size)-1))
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return false, nil
+	}
+	if f.err != nil {
+		if IsRangeError(f.err) && j.size > 1 {
+			j.size = max(1, min(j.size, uint64(f.to-f.from+1))/2)
+			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size, "err", f.err)
 			return true, nil
 		}
-		return false, err
+		return false, f.err
 	}
-	if j.size < j.n.cfg.MaxBlockRange {
+	// Keep ranges around maxLogsPerRange logs, so claim transactions stay
+	// moderate and the next range is read while this one is claimed.
+	switch {
+	case f.b.logs > maxLogsPerRange && j.size > 1:
+		j.size = max(1, j.size/2)
+	case f.b.logs < maxLogsPerRange/4 && j.size < j.n.cfg.MaxBlockRange:
 		j.size = min(j.n.cfg.MaxBlockRange, j.size*2)
+	}
+	to, b, reorgID := f.to, f.b, f.reorgID
+	if to < target {
+		j.next = j.startFetch(ctx, to+1, min(target, to+int64(j.size)))
 	}
 	err = pgx.BeginFunc(ctx, j.s.pool, func(tx pgx.Tx) error {
 		// Lock the cursor first: a reorg locks every cursor of the chain
