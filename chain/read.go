@@ -77,8 +77,9 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 	if err != nil {
 		return store.Claim{}, false, err
 	}
+	data := append(append([]byte{}, t.Method.ID...), input...)
 	block := uint64(num)
-	out, err := n.client.CallContract(ctx, t.Address, append(t.Method.ID[:len(t.Method.ID):len(t.Method.ID)], input...), &block)
+	out, err := n.client.CallContract(ctx, t.Address, data, &block)
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("read %s at block %d: %w", t.Method.Name, num, err)
 	}

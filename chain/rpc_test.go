@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,4 +121,29 @@ func TestNodeKilledAndRestarted(t *testing.T) {
 	require.Equal(t, 20, count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE orphaned_at IS NOT NULL`),
 		"the replaced chain's runs are orphaned")
 	require.Positive(t, count(t, pool, `SELECT count(*) FROM indexer.reorgs`))
+}
+
+// With a WebSocket URL, newHeads wake the head tracker: even with an hour's
+// poll interval a new log is claimed at once.
+func TestNewHeadsOverWebSocket(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "wf")
+	node := anviltest.Start(t, anviltest.Options{})
+	e := anviltest.DeployEmitter(t, node)
+	deposit, err := chain.NewEvent(e.ABI, "Deposit")
+	require.NoError(t, err)
+	net := network(node.URL)
+	net.WS = "ws://127.0.0.1:" + strconv.Itoa(node.Port)
+	net.BlockPollInterval = time.Hour
+	runService(t, pool, chain.Config{Networks: []chain.Network{net},
+		Events: []chain.EventTrigger{{Workflow: "wf", Network: "local", Event: deposit, RunOn: chain.RunOnHead}}})
+	eventually(t, 10*time.Second, "the window", func() bool {
+		return count(t, pool, `SELECT count(*) FROM indexer.blocks`) > 0
+	})
+	time.Sleep(200 * time.Millisecond) // the subscription is established
+	e.Deposit(1)
+	eventually(t, 10*time.Second, "the claim woken by newHeads", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 1
+	})
 }

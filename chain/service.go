@@ -159,7 +159,7 @@ func (s *Service) Run(ctx context.Context) error {
 	sort.Strings(names)
 	memberPrefix := s.cfg.LeasePrefix + "node/"
 	held := map[string]*running{}
-	lost := make(chan string, len(names)+1)
+	lost := make(chan store.Lease, len(names)+1)
 	var member *store.Lease
 
 	stop := func(name string) {
@@ -261,9 +261,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case name := <-lost:
-			if _, ok := held[name]; ok {
-				stop(name)
+		case l := <-lost:
+			if r, ok := held[l.Name]; ok && r.lease.Token == l.Token {
+				stop(l.Name)
 			}
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // start runs a task under lease until its context ends or the lease is lost;
 // other errors are logged and the task restarts after a backoff.
-func (s *Service) start(ctx context.Context, l store.Lease, lost chan<- string) *running {
+func (s *Service) start(ctx context.Context, l store.Lease, lost chan<- store.Lease) *running {
 	tctx, cancel := context.WithCancel(ctx)
 	r := &running{lease: l, cancel: cancel, done: make(chan struct{})}
 	t := s.tasks[l.Name]
@@ -286,7 +286,7 @@ func (s *Service) start(ctx context.Context, l store.Lease, lost chan<- string) 
 			if errors.Is(err, store.ErrLeaseLost) {
 				s.log.Warn("lease lost", "lease", l.Name)
 				select {
-				case lost <- l.Name:
+				case lost <- l:
 				case <-tctx.Done():
 				}
 				return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -86,6 +87,15 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	}
 
 	now := time.Now()
+	if used < nonce && now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter {
+		filled, err := r.fillGap(ctx, w, b, row, used)
+		if err != nil {
+			return r.later(ctx, row.TxID, job.ID, err)
+		}
+		if filled {
+			return river.JobSnooze(r.cfg.PollInterval)
+		}
+	}
 	cancel := row.CancelRequestedAt != nil || (row.ExpiresAt != nil && now.After(*row.ExpiresAt))
 	switch {
 	case cancel && cur.Kind != "cancel":
@@ -201,6 +211,38 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 		return err
 	}
 	return r.sendAndSnooze(ctx, job.ID, b, healed, signed)
+}
+
+// fillGap handles a send stuck above a hole in the wallet's nonces: nonce
+// gap is the next the chain will take, yet nothing is pending there (another
+// sender's transaction that held it was dropped) and no send of ours holds
+// it. It sends a 0-value self-transfer at gap so the sends above can be
+// mined, and reports whether it did. The filler belongs to no send; if it is
+// lost, a later poll sends another.
+func (r *Relayer) fillGap(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, gap uint64) (bool, error) {
+	pending, err := b.PendingNonceAt(ctx, w.Address())
+	if err != nil {
+		return false, fmt.Errorf("pending nonce: %w", err)
+	}
+	if pending != gap {
+		return false, nil // something is pending at gap: not a hole
+	}
+	held, err := store.RelayerNonceInFlight(ctx, r.cfg.Pool, row.From, row.ChainID, int64(gap))
+	if err != nil || held {
+		return false, err
+	}
+	f, err := r.market(ctx, uint64(row.ChainID), b, cancelGas)
+	if err != nil {
+		return false, err
+	}
+	filler, err := w.sign(unsigned(uint64(row.ChainID), gap, w.Address(), new(big.Int), nil, f), uint64(row.ChainID))
+	if err != nil {
+		return false, err
+	}
+	class, _ := r.send(ctx, b, filler)
+	r.log.Warn("filled a nonce gap with a no-op", "wallet", w, "chain_id", row.ChainID, "nonce", gap,
+		"hash", filler.Hash(), "result", class.String())
+	return class == sendOK || class == sendKnown, nil
 }
 
 // replace signs and sends a same-nonce replacement for cur with fees bumped

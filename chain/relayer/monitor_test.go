@@ -268,3 +268,30 @@ func TestReorgedSendIsMinedAgainOnce(t *testing.T) {
 	require.Equal(t, before+1, tb.nonce(t))
 	require.Equal(t, int64(11), tb.balance(t, to).Int64())
 }
+
+func TestNonceGapIsFilled(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: 200 * time.Millisecond}})
+	ctx := context.Background()
+	to := freshAddress(t)
+	// Someone else's transaction takes nonce 0 in the mempool, so the send
+	// gets nonce 1; then that transaction is dropped, leaving a hole.
+	outside := tb.sendOutside(t, 0, gwei(1))
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(8)})
+	bs := tb.broadcasts(t, ext(t, 1), 1)
+	require.Equal(t, uint64(1), bs[0].Nonce)
+	tb.node.Call(nil, "anvil_dropTransaction", outside.Hash())
+
+	waitFor(t, "the hole filled", func() bool {
+		n, err := tb.eth.PendingNonceAt(ctx, tb.wallet.Address())
+		require.NoError(t, err)
+		return n == 2
+	})
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, uint64(2), tb.nonce(t))
+	require.Equal(t, int64(8), tb.balance(t, to).Int64())
+	_, err := tb.eth.TransactionReceipt(ctx, outside.Hash())
+	require.ErrorIs(t, err, ethereum.NotFound)
+}
