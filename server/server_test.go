@@ -79,18 +79,41 @@ type testBundle struct {
 
 func setup(t *testing.T, configure ...func(*server.Config)) *testBundle {
 	t.Helper()
+	return newBundle(t, projectYAML, false, configure...)
+}
+
+// newBundle loads project, deploys it on a fresh database and serves it.
+// With start the engine also executes runs.
+func newBundle(t *testing.T, project string, start bool, configure ...func(*server.Config)) *testBundle {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(projectYAML), 0o600))
-	project, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	require.NoError(t, os.WriteFile(path, []byte(project), 0o600))
+	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
 	require.NoError(t, err)
 
-	pool := storetest.Pool(t)
-	engine, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project})
+	url := storetest.URL(t)
+	poolCfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	poolCfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	engine, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: p, FetchCooldown: time.Millisecond})
 	require.NoError(t, err)
 	_, err = engine.SyncWorkflows(ctx)
 	require.NoError(t, err)
+	if start {
+		runCtx, cancel := context.WithCancel(ctx)
+		require.NoError(t, engine.Start(runCtx))
+		t.Cleanup(func() {
+			sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+			defer scancel()
+			_ = engine.Stop(sctx)
+			cancel()
+		})
+	}
 
 	cfg := server.Config{Pool: pool, Engine: engine, APIToken: testToken}
 	for _, c := range configure {
