@@ -512,3 +512,16 @@ func RequestRelayerTxCancel(ctx context.Context, q DBTX, externalID string) (boo
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// RelayerNonceInFlight reports whether an in-flight send of the wallet holds
+// nonce on the chain (so a gap there is that send's to fill).
+func RelayerNonceInFlight(ctx context.Context, q DBTX, address string, chainID, nonce int64) (bool, error) {
+	var held bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM relayer.transactions
+		WHERE from_address = $1 AND chain_id = $2 AND nonce = $3 AND status IN ('pending', 'in_mempool', 'mined'))`,
+		address, chainID, nonce).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("nonce %d of %s on chain %d: %w", nonce, address, chainID, err)
+	}
+	return held, nil
+}
