@@ -207,7 +207,7 @@ func opArith(op string, a, b any) (any, error) {
 		case x.i.Sign() == 0 || x.i.CmpAbs(big.NewInt(1)) == 0:
 			// 0, 1 and -1 stay small for any exponent: only its parity matters.
 			r.Exp(x.i, big.NewInt(int64(2-y.i.Bit(0))), nil)
-		case !y.i.IsInt64() || int64(x.i.BitLen()-1)*y.i.Int64() > maxBits:
+		case y.i.Cmp(big.NewInt(maxBits)) > 0 || int64(x.i.BitLen()-1)*y.i.Int64() > maxBits:
 			return nil, errTooLarge
 		default:
 			r.Exp(x.i, y.i, nil)
