@@ -112,10 +112,10 @@ func TestExprHelpers(t *testing.T) {
 func TestExprRuntimeErrorsNameTheExpression(t *testing.T) {
 	t.Parallel()
 	cases := map[string]string{
-		"event.amount / 0":             "division by zero",
+		"event.amount / 0":               "division by zero",
 		"ether('1.0000000000000000001')": "more than 18 decimal places",
-		"event.amount * 0.5":           "without losing precision",
-		"2 ** 100000":                  "exceeds 4096 bits",
+		"event.amount * 0.5":             "without losing precision",
+		"2 ** 100000":                    "exceeds 4096 bits",
 	}
 	env := Env{"event": map[string]any{"amount": big2to255plus1()}}
 	for src, want := range cases {
@@ -158,7 +158,9 @@ func TestExprCompileErrors(t *testing.T) {
 func TestTemplates(t *testing.T) {
 	t.Parallel()
 	l := newLoader(func(k string) (string, bool) { return map[string]string{"HOST": "api.example"}[k], k == "HOST" })
-	mk := func(s string) *node { return &node{kind: nodeScalar, pos: Position{File: "f", Line: 1, Col: 1}, val: s} }
+	mk := func(s string) *node {
+		return &node{kind: nodeScalar, pos: Position{File: "f", Line: 1, Col: 1}, val: s}
+	}
 	env := Env{"event": map[string]any{"amount": big2to255plus1(), "sender": "0xabc"}}
 
 	v := l.value(mk("${{ event.amount }}"), testScope(), "x")
