@@ -174,6 +174,12 @@ func (s *Service) handleReorg(ctx context.Context, n *netState, lease store.Leas
 			}
 		}
 	}
+	if fork > int64(h.Number) {
+		// The node's head is one of our blocks: it is behind us (a lagging
+		// failover URL), not on another chain. Wait for it to catch up.
+		s.log.Debug("node behind the window", "network", n.cfg.Name, "node_head", h.Number, "window_head", wh.Number)
+		return nil
+	}
 	if fork < 0 {
 		s.log.Error("no common block in the window: chain replaced or reorg deeper than the window; rescanning from block 0",
 			"network", n.cfg.Name, "window_bottom", bottom, "window_head", wh.Number, "node_head", h.Number)
