@@ -183,11 +183,17 @@ func TestRecoverReconcilesNonce(t *testing.T) {
 	waitFor(t, "outside send mined", func() bool { return tb.nonce(t) == 1 })
 	res, err := tb.r.Recover(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, res.Reconciled)
+	require.Equal(t, relayer.RecoverResult{Reconciled: 1}, res)
 	var next int64
 	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT next_nonce FROM relayer.nonces WHERE address = $1`,
 		tb.wallet.Address().Hex()).Scan(&next))
 	require.Equal(t, int64(1), next)
+
+	// A node that does not answer is counted, not fatal.
+	tb.node.Stop()
+	res, err = tb.r.Recover(ctx)
+	require.NoError(t, err)
+	require.Equal(t, relayer.RecoverResult{Unreachable: 1}, res)
 }
 
 func TestOutsideReplacementEndsReplaced(t *testing.T) {

@@ -2,7 +2,6 @@ package relayer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +18,9 @@ const recoverBatch = 500
 type RecoverResult struct {
 	// Reconciled counts (wallet, network) nonces checked against the chain.
 	Reconciled int
+	// Unreachable counts (wallet, network) pairs whose node did not answer;
+	// they are reconciled on a later pass (and on their next nonce error).
+	Unreachable int
 	// Resumed counts in-flight sends given a new job.
 	Resumed int
 }
@@ -28,22 +30,24 @@ type RecoverResult struct {
 // nonce with the chain's pending nonce on every network (raising it when the
 // wallet was used outside rflow), then gives each in-flight send that no
 // worker has checked for Config.StaleAfter a fresh broadcast or monitor job.
+// A node that does not answer is logged and counted, not an error: one
+// network being down must not stop a boot. Errors are database errors.
 // The old job, if it ever runs again, finds it no longer drives the send and
 // does nothing; the work itself is idempotent (a reserved nonce stays with
 // its send, recorded bytes are re-sent as they are).
 func (r *Relayer) Recover(ctx context.Context) (RecoverResult, error) {
 	var res RecoverResult
-	var errs []error
 	for name, w := range r.cfg.Wallets {
 		for chainID, b := range r.cfg.Networks {
 			pending, err := b.PendingNonceAt(ctx, w.Address())
 			if err != nil {
-				errs = append(errs, fmt.Errorf("wallet %s on chain %d: pending nonce: %w", name, chainID, err))
+				r.log.Warn("relayer recovery: node did not answer; nonce not reconciled", "wallet", name,
+					"chain_id", chainID, "error", err)
+				res.Unreachable++
 				continue
 			}
 			if _, err := store.ReconcileNonce(ctx, r.cfg.Pool, w.Address().Hex(), int64(chainID), pending); err != nil {
-				errs = append(errs, err)
-				continue
+				return res, err
 			}
 			res.Reconciled++
 		}
@@ -68,10 +72,10 @@ func (r *Relayer) Recover(ctx context.Context) (RecoverResult, error) {
 			break
 		}
 	}
-	if res.Resumed > 0 || len(errs) > 0 {
-		r.log.Info("relayer recovery", "reconciled", res.Reconciled, "resumed", res.Resumed, "errors", len(errs))
+	if res.Resumed > 0 || res.Unreachable > 0 {
+		r.log.Info("relayer recovery", "reconciled", res.Reconciled, "resumed", res.Resumed, "unreachable", res.Unreachable)
 	}
-	return res, errors.Join(errs...)
+	return res, nil
 }
 
 // resume gives one stale send a new job, unless a worker touched it since
