@@ -87,7 +87,14 @@ func TestReorgOrphansHeadRunNeverConfirmed(t *testing.T) {
 						return err
 					}
 					if n != len(r.OrphanedRuns) {
-						return context.Canceled
+						return fmt.Errorf("hook sees %d orphaned runs, reorg reports %d", n, len(r.OrphanedRuns))
+					}
+					var highest int64 // …and the rewound cursors
+					if err := tx.QueryRow(ctx, `SELECT max(block) FROM indexer.cursors`).Scan(&highest); err != nil {
+						return err
+					}
+					if highest >= r.ForkBlock {
+						return fmt.Errorf("cursor at %d not rewound below fork %d", highest, r.ForkBlock)
 					}
 					hooked <- r
 					return nil
