@@ -109,7 +109,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 		e.logger = slog.New(slog.DiscardHandler)
 	}
 	if e.http == nil {
-		e.http = &http.Client{}
+		// Keep connections to step endpoints warm: the default transport
+		// keeps only two idle connections per host, so a busy engine would
+		// open a new TCP connection for most calls.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		e.http = &http.Client{Transport: t}
 	}
 	if e.maxJumps == 0 {
 		e.maxJumps = 100

@@ -41,7 +41,7 @@ type stepWorker struct {
 // job, so the effect is never the first trace of the step.
 func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	e, args := w.e, job.Args
-	run, err := store.GetRun(ctx, e.pool, args.RunID, false)
+	run, journal, err := store.RunWithSteps(ctx, e.pool, args.RunID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -51,10 +51,6 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	if run.Generation != args.Generation || run.Attempt != args.RunAttempt || store.RunTerminal(run.Status) {
 		e.stale("run moved on", args, run.Status)
 		return nil
-	}
-	journal, err := store.RunSteps(ctx, e.pool, run.ID)
-	if err != nil {
-		return err
 	}
 	var step *store.StepRun
 	for _, s := range journal {

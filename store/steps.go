@@ -193,3 +193,34 @@ func SetStepOutput(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key, status 
 	}
 	return nil
 }
+
+// Batcher is a pool, connection or transaction that can send a batch.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// RunWithSteps loads a run and its whole journal in one round trip: what a
+// step job reads before its effect.
+func RunWithSteps(ctx context.Context, db Batcher, id uuid.UUID) (*Run, []*StepRun, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+runColumns+` FROM rflow.workflow_runs WHERE id = $1`, id)
+	b.Queue(`SELECT `+stepColumns+` FROM rflow.step_runs WHERE run_id = $1 ORDER BY created_at, step_key`, id)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	run, err := scanRun(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load run %s: %w", id, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("journal of run %s: %w", id, err)
+	}
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*StepRun, error) { return scanStep(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("journal of run %s: %w", id, err)
+	}
+	return run, steps, nil
+}
