@@ -123,7 +123,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		e.faults.hit(FaultAfterJournal)
 		return e.parkSend(ctx, job, a, step, req)
 	default:
-		out.err = fmt.Errorf("step kind %s is not supported by this engine", n.step.Kind)
+		out.err = fmt.Errorf("%s steps are not available in this version of rflow", n.step.Kind)
 	}
 	out.started = started
 	if err := e.settle(ctx, job, a, l, step, out); err != nil {
