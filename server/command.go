@@ -89,9 +89,12 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, do mutation) {
 		Scope: commandScope, Key: key, RequestHash: requestHash(r, body), TTL: ttl,
 	})
 	if errors.Is(err, store.ErrKeyReused) {
-		writeError(w, &apiError{status: http.StatusConflict, code: "idempotency_key_reused",
-			message: fmt.Sprintf("Idempotency-Key %q was already used for a different request (method, path or "+
-				"body) until %s; use a new key for a new request", key, entry.ExpiresAt.UTC().Format(time.RFC3339))})
+		msg := fmt.Sprintf("Idempotency-Key %q was already used for a different request (method, path or body); "+
+			"use a new key for a new request", key)
+		if entry != nil {
+			msg += fmt.Sprintf(" (the key is reserved until %s)", entry.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		writeError(w, &apiError{status: http.StatusConflict, code: "idempotency_key_reused", message: msg})
 		return
 	}
 	if err != nil {

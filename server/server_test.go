@@ -246,6 +246,8 @@ func TestWebhookConcurrentDuplicatesMakeOneRun(t *testing.T) {
 		require.Nil(t, m["at_least_once"])
 	}
 	require.Equal(t, 1, created)
+	require.Equal(t, 1, b.ledger(t))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river.river_job`), "one first-step job")
 
 	// The run sees the body exactly (a uint256 does not lose digits) and
 	// lower-cased headers.
@@ -377,6 +379,8 @@ func TestCommandConcurrentSameKeyOneMutation(t *testing.T) {
 	}
 	require.Equal(t, 49, replayed)
 	require.Equal(t, 1, b.ledger(t))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river.river_job`),
+		"the run's first step job committed with it, once")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rflow.workflow_runs
 		WHERE trigger::text LIKE '%340282366920938463463374607431768211456%' AND trigger_kind = 'manual'`))
 

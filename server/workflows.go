@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -32,7 +33,8 @@ func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
 				out[i] = diagnostic{Position: d.Pos.String(), Severity: d.Severity.String(), Message: d.Message}
 			}
 			return 0, nil, &apiError{status: http.StatusUnprocessableEntity, code: "invalid_workflow",
-				message: "the workflow definition is invalid: " + err.Error(), details: out}
+				message: fmt.Sprintf("the workflow definition has %d problem(s), listed in details; nothing was deployed",
+					len(diags.Errors())), details: out}
 		}
 		// Anything else that left the transaction healthy is a problem with
 		// the definition (for example a name that does not match the path);
