@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/big"
 	"reflect"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
@@ -99,7 +101,83 @@ func (d Decoded) Fields() map[string]any {
 
 // MarshalJSON encodes Fields; big integers become exact JSON numbers.
 func (d Decoded) MarshalJSON() ([]byte, error) {
-	return json.Marshal(d.Fields())
+	return d.AppendJSON(nil)
+}
+
+// AppendJSON appends the JSON encoding of Fields to b, keys sorted. It is
+// the hot path of ingestion, so common values are encoded without
+// reflection.
+func (d Decoded) AppendJSON(b []byte) ([]byte, error) {
+	keys := make([]string, 0, len(d.Args)+5)
+	for k := range d.Args {
+		switch k {
+		case "block", "block_hash", "tx_hash", "log_index", "address":
+			continue // metadata wins, as in Fields
+		}
+		keys = append(keys, k)
+	}
+	keys = append(keys, "block", "block_hash", "tx_hash", "log_index", "address")
+	sort.Strings(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		var err error
+		switch k {
+		case "block":
+			b = strconv.AppendUint(b, d.Block, 10)
+		case "block_hash":
+			b = appendJSONString(b, d.BlockHash.Hex())
+		case "tx_hash":
+			b = appendJSONString(b, d.TxHash.Hex())
+		case "log_index":
+			b = strconv.AppendUint(b, uint64(d.LogIndex), 10)
+		case "address":
+			b = appendJSONString(b, d.Address.Hex())
+		default:
+			b, err = appendJSONValue(b, d.Args[k])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encode %s.%s: %w", d.Event, k, err)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func appendJSONValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case *big.Int:
+		if x == nil {
+			return append(b, "null"...), nil
+		}
+		return x.Append(b, 10), nil
+	case string:
+		return appendJSONString(b, x), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, raw...), nil
+}
+
+// appendJSONString quotes plain ASCII directly and leaves anything needing
+// escapes to encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			raw, _ := json.Marshal(s) // a string always encodes
+			return append(b, raw...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Decode decodes l, which must be one of this event's logs.

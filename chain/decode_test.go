@@ -34,6 +34,16 @@ func TestDecodeExactUint256(t *testing.T) {
 	require.Contains(t, string(raw), `"amount":`+huge.String(), "uint256 is an exact JSON number, never a float")
 	require.Contains(t, string(raw), `"tx_hash":"`+r.TxHash.Hex()+`"`)
 	require.NotContains(t, strings.ToLower(string(raw)), "e+")
+	viaMap, err := json.Marshal(d.Fields())
+	require.NoError(t, err)
+	require.Equal(t, string(viaMap), string(raw), "the fast encoder matches encoding/json")
+	d.Args["note"] = "quote\" <&> ünïcode"
+	d.Args["list"] = []any{big.NewInt(1), "x"}
+	raw, err = json.Marshal(d)
+	require.NoError(t, err)
+	viaMap, err = json.Marshal(d.Fields())
+	require.NoError(t, err)
+	require.Equal(t, string(viaMap), string(raw))
 
 	_, err = ev.Decode(*e.Transact("claim", big.NewInt(1)).Logs[0])
 	require.Error(t, err, "a Claimed log is not a Deposit")

@@ -2,8 +2,8 @@ package chain
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -19,6 +19,22 @@ type EventPayload struct {
 	Event Decoded `json:"event"`
 	Block uint64  `json:"block"`
 	Phase Phase   `json:"phase"`
+}
+
+// MarshalJSON encodes the payload without reflection (the ingestion hot
+// path).
+func (p EventPayload) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 512)
+	b = append(b, `{"event":`...)
+	b, err := p.Event.AppendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"block":`...)
+	b = strconv.AppendUint(b, p.Block, 10)
+	b = append(b, `,"phase":`...)
+	b = appendJSONString(b, string(p.Phase))
+	return append(b, '}'), nil
 }
 
 // EventKey is an event claim's trigger key: chain_id:tx_hash:log_index, with
@@ -103,7 +119,7 @@ func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Pha
 			return store.Claim{}, false, nil
 		}
 	}
-	payload, err := json.Marshal(EventPayload{Event: d, Block: l.BlockNumber, Phase: phase})
+	payload, err := EventPayload{Event: d, Block: l.BlockNumber, Phase: phase}.MarshalJSON()
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
 	}
