@@ -362,3 +362,39 @@ func TestGotoLoopGuard(t *testing.T) {
 	require.Contains(t, *run.Error, "loop guard")
 	require.Len(t, b.recv.got("/loop"), 101, "each visit is its own journaled step, until the guard")
 }
+
+const notifying = `
+name: t
+workflows:
+  - name: tell
+    trigger: { manual: {} }
+    steps:
+      - id: s
+        notify: { slack: "{{URL}}/slack", text: "deposit ${{ trigger.key }}" }
+      - id: d
+        notify: { discord: "{{URL}}/discord", text: "run ${{ run.id }}" }
+      - id: w
+        notify: { webhook: "{{URL}}/hook", text: "plain" }
+      - id: until
+        delay: { until: "${{ trigger.input.at }}" }
+`
+
+func TestNotifyFormatsAndDelayUntil(t *testing.T) {
+	t.Parallel()
+	b := setup(t, notifying)
+	at := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	id := b.manual(t, "tell", "n1", map[string]any{"at": at.Format(time.RFC3339Nano)})
+	run := b.waitRun(t, id)
+	require.Equal(t, store.RunCompleted, run.Status)
+	require.JSONEq(t, `{"text": "deposit n1"}`, b.recv.got("/slack")[0].Body)
+	require.JSONEq(t, fmt.Sprintf(`{"content": "run %s"}`, id), b.recv.got("/discord")[0].Body)
+	var hook map[string]any
+	require.NoError(t, json.Unmarshal([]byte(b.recv.got("/hook")[0].Body), &hook))
+	require.Equal(t, "plain", hook["text"])
+	require.Equal(t, id.String(), hook["run_id"])
+	require.Equal(t, id.String()+":w", b.recv.got("/hook")[0].Header.Get("Idempotency-Key"))
+	steps := b.steps(t, id)
+	require.NotNil(t, steps["until"].WakeAt)
+	require.WithinDuration(t, at, *steps["until"].WakeAt, time.Millisecond)
+	require.False(t, steps["until"].FinishedAt.Before(at), "delay finished before its until time")
+}

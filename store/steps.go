@@ -161,7 +161,7 @@ func SettleStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, att
 	tag, err := tx.Exec(ctx, `
 		UPDATE rflow.step_runs
 		SET status = $4, output = COALESCE($5::jsonb, output), error = $6, attempt = attempt + $7,
-			started_at = COALESCE($8, started_at), wake_at = $9,
+			started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at),
 			finished_at = CASE WHEN $4 IN ('completed', 'failed') THEN now() END
 		WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting', 'running')`,
 		runID, key, attempt, o.Status, output, o.Error, bump, o.StartedAt, o.WakeAt)
