@@ -16,9 +16,19 @@ import (
 )
 
 // Env is the data an expression evaluates against. Its keys are the
-// expression variables: event, trigger, steps (step id → {"output": …}),
-// item, index, run, env, result, headers, body. Values are what
-// UnmarshalJSON produces (or anything Normalize accepts).
+// expression variables:
+//
+//	event    the decoded log (ABI args + block, block_hash, tx_hash, log_index, address)
+//	trigger  key, kind and the kind's payload: event | tick | block | result | headers, body | input
+//	steps    step id → {"output": …, "status": …}
+//	run      id, workflow, attempt, generation
+//	env      process environment variables exposed to expressions
+//	item, index         inside foreach bodies
+//	result              read triggers
+//	headers, body       webhook triggers
+//
+// Values are what UnmarshalJSON produces (or anything Normalize accepts);
+// fresh *big.Int and journaled int64 values behave the same.
 type Env map[string]any
 
 // Expr is a compiled ${{ }} expression.
@@ -134,7 +144,7 @@ func (v *Value) Eval(env Env) (any, error) {
 	}
 	switch v.kind {
 	case valueLiteral:
-		return v.lit, nil
+		return cloneLiteral(v.lit), nil
 	case valueExpr:
 		return v.expr.Eval(env)
 	case valueTemplate:
@@ -409,6 +419,28 @@ func exprEnd(s string, start int) (int, error) {
 		}
 	}
 	return 0, errors.New("unterminated ${{ expression: missing }}")
+}
+
+// cloneLiteral copies mutable literals so a caller changing an evaluated
+// value cannot change the compiled definition.
+func cloneLiteral(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = cloneLiteral(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneLiteral(e)
+		}
+		return out
+	case *big.Int:
+		return new(big.Int).Set(v)
+	}
+	return v
 }
 
 // literalValue converts a scalar for a literal Value: integers stay exact.

@@ -7,7 +7,7 @@ import "maps"
 // bodies add item and index; a wait_for condition sees the awaited event as
 // event (the trigger's stays at trigger.event).
 
-var runT = objectT("run", map[string]*typ{"id": stringT, "workflow": stringT, "attempt": intT})
+var runT = objectT("run", map[string]*typ{"id": stringT, "workflow": stringT, "attempt": intT, "generation": intT})
 
 // envT is the process environment as expressions see it (env.SLACK_URL).
 var envT = mapT(stringT)
@@ -87,7 +87,7 @@ func addTriggerVars(ctx *wfCtx, sc *scope) {
 func stepScope(ctx *wfCtx) *scope {
 	steps := map[string]*typ{}
 	for id := range ctx.ids {
-		steps[id] = objectT("step "+id, map[string]*typ{"output": anyT})
+		steps[id] = objectT("step "+id, map[string]*typ{"output": anyT, "status": stringT})
 	}
 	sc := &scope{vars: map[string]*typ{
 		"env": envT, "trigger": triggerObject(ctx), "run": runT, "steps": objectT("steps", steps),

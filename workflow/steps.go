@@ -458,8 +458,8 @@ func (l *loader) delay(s *Step, n *node, sc *scope) *Delay {
 			l.errorf(n.pos, "delay: set either duration or until")
 		case m["until"] != nil:
 			d.Until = l.expr(m["until"], sc, "until")
-			if d.Until != nil && d.Until.typ.kind != tAny && d.Until.typ.kind != tString && d.Until.typ.kind != tInt {
-				l.errorf(d.Until.pos, "until must give a time (RFC 3339 string or unix seconds), not %s", d.Until.typ.name)
+			if d.Until != nil && d.Until.typ.kind != tAny && d.Until.typ.kind != tString {
+				l.errorf(d.Until.pos, "until must give a time (an RFC 3339 string or date(...)), not %s", d.Until.typ.name)
 			}
 		case m["duration"] != nil:
 			d.Duration, _ = l.duration(m["duration"], "delay")
