@@ -222,3 +222,19 @@ func TestSecretNeverPrints(t *testing.T) {
 	require.NotContains(t, string(b), "hunter2")
 	require.Equal(t, "hunter2", s.Reveal())
 }
+
+func TestExprTimesKeepExprSemantics(t *testing.T) {
+	t.Parallel()
+	for src, want := range map[string]any{
+		"date('2030-01-02') > date('2030-01-01')":                    true,
+		"date('2030-01-02') - date('2030-01-01') == duration('24h')": true,
+		"duration('1h') * 2 > duration('90m')":                       true,
+		"date('2030-01-01') == date('2030-01-01')":                   true,
+	} {
+		got, err := mustExpr(t, src).Eval(nil)
+		require.NoError(t, err, src)
+		require.Equal(t, want, got, src)
+	}
+	_, err := mustExpr(t, "date('2030-01-01') > 5").Eval(nil)
+	require.ErrorContains(t, err, "cannot compare")
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/expr-lang/expr/vm/runtime"
 	"github.com/holiman/uint256"
 )
 
@@ -142,7 +143,7 @@ func opArith(op string, a, b any) (any, error) {
 				return append(append(make([]any, 0, len(la)+len(lb)), la...), lb...), nil
 			}
 		}
-		return nil, fmt.Errorf("invalid operation: %s %s %s", typeName(a), op, typeName(b))
+		return exprRuntime(op, a, b)
 	}
 	if x.isFloat || y.isFloat {
 		fx, err := asFloat(x)
@@ -236,7 +237,45 @@ func compare(a, b any) (int, error) {
 			return strings.Compare(sa, sb), nil
 		}
 	}
-	return 0, fmt.Errorf("cannot compare %s with %s", typeName(a), typeName(b))
+	if okx || oky {
+		return 0, fmt.Errorf("cannot compare %s with %s", typeName(a), typeName(b))
+	}
+	// Times and durations keep expr's own semantics.
+	less, err := exprRuntime("<", a, b)
+	if err != nil {
+		return 0, fmt.Errorf("cannot compare %s with %s", typeName(a), typeName(b))
+	}
+	if less == true {
+		return -1, nil
+	}
+	if equal(a, b) {
+		return 0, nil
+	}
+	return 1, nil
+}
+
+// exprRuntime applies expr's built-in operator to values rflow's exact
+// arithmetic does not handle (times, durations), turning its panics into
+// errors. Numbers never reach it.
+func exprRuntime(op string, a, b any) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("invalid operation: %s %s %s", typeName(a), op, typeName(b))
+		}
+	}()
+	switch op {
+	case "+":
+		return runtime.Add(a, b), nil
+	case "-":
+		return runtime.Subtract(a, b), nil
+	case "*":
+		return runtime.Multiply(a, b), nil
+	case "<":
+		return runtime.Less(a, b), nil
+	case "==":
+		return runtime.Equal(a, b), nil
+	}
+	return nil, fmt.Errorf("invalid operation: %s %s %s", typeName(a), op, typeName(b))
 }
 
 func bigFloat(n number) *big.Float {
@@ -299,6 +338,9 @@ func equal(a, b any) bool {
 			}
 		}
 		return true
+	}
+	if r, err := exprRuntime("==", a, b); err == nil {
+		return r == true
 	}
 	return reflect.DeepEqual(a, b)
 }
