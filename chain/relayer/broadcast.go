@@ -41,10 +41,12 @@ type MonitorArgs struct {
 // Kind is the River job kind.
 func (MonitorArgs) Kind() string { return "relayer_monitor" }
 
-// AddWorkers registers the relayer's broadcast and monitor workers.
+// AddWorkers registers the relayer's workers: broadcast, monitor and the
+// periodic recovery (see PeriodicJobs).
 func (r *Relayer) AddWorkers(w *river.Workers) {
 	river.AddWorker(w, &broadcastWorker{r: r})
 	river.AddWorker(w, &monitorWorker{r: r})
+	river.AddWorker(w, &recoverWorker{r: r})
 }
 
 type broadcastWorker struct {

@@ -301,3 +301,24 @@ func TestNonceGapIsFilled(t *testing.T) {
 	_, err := tb.eth.TransactionReceipt(ctx, outside.Hash())
 	require.ErrorIs(t, err, ethereum.NotFound)
 }
+
+func TestPeriodicRecoveryResumesLostJob(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noClient: true, config: relayer.Config{StaleAfter: 300 * time.Millisecond}})
+	ctx := context.Background()
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(4)})
+	// The send's job is lost (say an operator deleted it in River UI).
+	tag, err := tb.pool.Exec(ctx, `DELETE FROM river.river_job WHERE kind = 'relayer_broadcast'`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+	time.Sleep(400 * time.Millisecond)
+
+	tb.startClient(t, tb.r, tb.r.PeriodicJobs(200*time.Millisecond)...)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, int64(4), tb.balance(t, to).Int64())
+	var recovers int
+	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE kind = 'relayer_recover'`).Scan(&recovers))
+	require.Positive(t, recovers)
+}

@@ -78,6 +78,37 @@ func (r *Relayer) Recover(ctx context.Context) (RecoverResult, error) {
 	return res, nil
 }
 
+// RecoverArgs is the periodic job that runs Recover (see PeriodicJobs).
+type RecoverArgs struct{}
+
+// Kind is the River job kind.
+func (RecoverArgs) Kind() string { return "relayer_recover" }
+
+type recoverWorker struct {
+	river.WorkerDefaults[RecoverArgs]
+	r *Relayer
+}
+
+func (w *recoverWorker) Timeout(*river.Job[RecoverArgs]) time.Duration { return 5 * time.Minute }
+
+func (w *recoverWorker) Work(ctx context.Context, _ *river.Job[RecoverArgs]) error {
+	_, err := w.r.Recover(ctx)
+	return err
+}
+
+// PeriodicJobs returns the relayer's periodic work for river.Config's
+// PeriodicJobs: Recover every interval, on the leader only, so a send whose
+// job was lost (discarded, deleted, or stuck on a dead process) is picked up
+// again without a restart. Recover is idempotent, so an extra run is
+// harmless.
+//
+//	client, err := river.NewClient(driver, &river.Config{Workers: workers, PeriodicJobs: r.PeriodicJobs(time.Minute), …})
+func (r *Relayer) PeriodicJobs(interval time.Duration) []*river.PeriodicJob {
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(interval),
+		func() (river.JobArgs, *river.InsertOpts) { return RecoverArgs{}, r.insertOpts() },
+		&river.PeriodicJobOpts{ID: "relayer_recover"})}
+}
+
 // resume gives one stale send a new job, unless a worker touched it since
 // the scan.
 func (r *Relayer) resume(ctx context.Context, row *store.RelayerTx, cutoff time.Time) (bool, error) {

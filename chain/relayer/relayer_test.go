@@ -97,9 +97,9 @@ func (tb *testBundle) newRelayer(t *testing.T, c relayer.Config) *relayer.Relaye
 	return r
 }
 
-func (tb *testBundle) startClient(t *testing.T, r *relayer.Relayer) {
+func (tb *testBundle) startClient(t *testing.T, r *relayer.Relayer, periodic ...*river.PeriodicJob) {
 	t.Helper()
-	client := newClient(t, tb.pool, r)
+	client := newClient(t, tb.pool, r, periodic...)
 	ctx := context.Background()
 	require.NoError(t, client.Start(ctx))
 	t.Cleanup(func() {
@@ -109,10 +109,11 @@ func (tb *testBundle) startClient(t *testing.T, r *relayer.Relayer) {
 	})
 }
 
-func newClient(t testing.TB, pool *pgxpool.Pool, r *relayer.Relayer) *river.Client[pgx.Tx] {
+func newClient(t testing.TB, pool *pgxpool.Pool, r *relayer.Relayer, periodic ...*river.PeriodicJob) *river.Client[pgx.Tx] {
 	workers := river.NewWorkers()
 	r.AddWorkers(workers)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		PeriodicJobs:      periodic,
 		Schema:            "river",
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 20}},
 		Workers:           workers,
