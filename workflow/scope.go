@@ -35,8 +35,11 @@ func triggerObject(ctx *wfCtx) *typ {
 		fields["tick"] = stringT
 	case TriggerBlock:
 		fields["block"] = intT
+		fields["block_hash"] = hashT
 	case TriggerRead:
 		fields["block"] = intT
+		fields["block_hash"] = hashT
+		fields["tick"] = stringT
 		fields["result"] = orAny(ctx.resultT)
 	case TriggerWebhook:
 		fields["headers"] = envT
@@ -56,10 +59,35 @@ func orAny(t *typ) *typ {
 	return t
 }
 
-// triggerScope is the scope of the trigger's own conditions.
+// triggerScope is the scope of the trigger's own conditions (where, when,
+// idempotency_key): they run before a run exists, so they see only the
+// occurrence's data and env.
 func triggerScope(ctx *wfCtx) *scope {
-	sc := &scope{vars: map[string]*typ{"env": envT, "trigger": triggerObject(ctx)}, absent: absentReasons()}
+	sc := &scope{vars: map[string]*typ{"env": envT}, absent: absentReasons()}
+	sc.absent["trigger"] = "trigger is not available in trigger conditions; use " + conditionVars(ctx.w.Trigger.Kind)
 	addTriggerVars(ctx, sc)
+	return sc
+}
+
+func conditionVars(kind string) string {
+	switch kind {
+	case TriggerEvent:
+		return "event"
+	case TriggerRead:
+		return "result"
+	case TriggerWebhook:
+		return "headers and body"
+	}
+	return "env"
+}
+
+// envScope is the scope of values computed once when triggers start (the
+// arguments of a read trigger's call): only env.
+func envScope() *scope {
+	sc := &scope{vars: map[string]*typ{"env": envT}, absent: absentReasons()}
+	for _, v := range []string{"trigger", "event", "result", "headers", "body"} {
+		sc.absent[v] = v + " is not available here: read arguments are evaluated once, before any call (use env or literals)"
+	}
 	return sc
 }
 

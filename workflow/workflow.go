@@ -392,7 +392,7 @@ func (l *loader) readTrigger(ctx *wfCtx, n *node) *ReadTrigger {
 	}
 	ctx.resultT = resultT
 	sc := triggerScope(ctx)
-	rt.Args = l.callArgs(m["args"], keyPos(n, "args"), rt.ABIMethod, sc, "read trigger")
+	rt.Args = l.callArgs(m["args"], keyPos(n, "args"), rt.ABIMethod, envScope(), "read trigger")
 	if e := l.required(m, n, "every", "read trigger"); e != nil {
 		if s, ok := l.scalar(e, "every"); ok {
 			if f := strings.Fields(s); len(f) == 2 && (f[1] == "blocks" || f[1] == "block") {
