@@ -86,6 +86,11 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 	}
 	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
 	if err != nil {
+		if row.Nonce != nil {
+			// A nonce is reserved: only this send may use it, so wait for a
+			// process that knows the wallet and network.
+			return r.later(ctx, row.TxID, job.ID, err)
+		}
 		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
 	}
 	var signed *types.Transaction
