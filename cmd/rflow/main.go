@@ -43,7 +43,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	var unknown string
 	app := newApp(stdout, stderr)
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, interspersed(app, args))
 	if err == nil && unknown != "" {
 		err = usagef("unknown command %q", unknown)
 	}
@@ -102,6 +102,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			versionCommand(),
+			initCommand(),
 			migrateCommand(),
 			validateCommand(),
 			startCommand(),

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// rflowCmd runs the rflow binary and returns stdout, stderr and the exit code.
+func rflowCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(rflowBin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestExitCodesAndErrors(t *testing.T) {
+	t.Parallel()
+	out, _, code := rflowCmd(t, "version")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "rflow ")
+
+	_, stderr, code := rflowCmd(t, "bogus")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `unknown command "bogus"`)
+
+	_, stderr, code = rflowCmd(t, "runs", "show", "not-a-uuid")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "is not a run id")
+
+	_, stderr, code = rflowCmd(t, "migrate", "--nope")
+	require.Equal(t, 2, code)
+
+	_, stderr, code = rflowCmd(t, "--database-url", "postgres://x@127.0.0.1:1/db", "migrate")
+	require.Equal(t, 1, code)
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+	require.Contains(t, stderr, "cannot reach the database")
+	require.NotContains(t, stderr, "goroutine")
+
+	for _, args := range [][]string{{"--help"}, {"runs", "--help"}, {"runs", "list", "--help"}, {"start", "--help"}, {"workflows", "pause", "--help"}} {
+		_, _, code := rflowCmd(t, args...)
+		require.Equal(t, 0, code, "%v", args)
+	}
+}
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	url := storetest.URL(t) // already migrated: migrate is a no-op
+	out, _, code := rflowCmd(t, "--database-url", url, "migrate")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "up to date")
+	out, _, code = rflowCmd(t, "--database-url", url, "migrate", "status")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "001")
+	require.Contains(t, out, "river: up to date")
+}
+
+const cliProject = `
+name: cli
+workflows:
+  - name: hello
+    trigger: { manual: {} }
+    steps:
+      - { id: greet, http_call: { method: POST, url: "%[1]s/greet", body: "${{ trigger.input }}" } }
+      - { id: flaky, http_call: { url: "%[1]s/flaky" } }
+  - name: sleepy
+    trigger: { manual: {} }
+    steps:
+      - { id: nap, delay: 1h }
+`
+
+func TestRunsAndWorkflowsCommands(t *testing.T) {
+	t.Parallel()
+	var failFlaky atomic.Bool
+	failFlaky.Store(true)
+	var greets atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/greet" {
+			greets.Add(1)
+		}
+		if r.URL.Path == "/flaky" && failFlaky.Load() {
+			w.WriteHeader(500)
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	config := filepath.Join(t.TempDir(), "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(cliProject, srv.URL)), 0o644))
+	db := storetest.URL(t)
+	p := startRflow(t, db, config, "")
+	defer p.stop(t)
+	cli := func(args ...string) (string, int) {
+		out, stderr, code := rflowCmd(t, append([]string{"--database-url", db}, args...)...)
+		if code != 0 {
+			t.Logf("rflow %v: %s", args, stderr)
+		}
+		return out, code
+	}
+	// rflow start syncs the workflows; wait for it.
+	require.Eventually(t, func() bool {
+		out, code := cli("workflows", "ls", "-o", "json")
+		return code == 0 && strings.Contains(out, `"hello"`)
+	}, 20*time.Second, 100*time.Millisecond)
+
+	out, code := cli("run", "hello", "-c", config, "--key", "k1", "--input", `{"who":"ops"}`, "-o", "json")
+	require.Equal(t, 0, code)
+	var started struct {
+		RunID   string `json:"run_id"`
+		Created bool   `json:"created"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &started))
+	require.True(t, started.Created)
+	out, code = cli("run", "hello", "-c", config, "--key", "k1")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "already has run "+started.RunID)
+
+	// flaky answers 500 and has no retry policy: the run is dead-lettered.
+	require.Eventually(t, func() bool {
+		out, _ := cli("runs", "list", "--failed", "-o", "json")
+		return strings.Contains(out, started.RunID)
+	}, 20*time.Second, 100*time.Millisecond)
+	out, code = cli("runs", "show", started.RunID)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "unexpected status 500")
+
+	failFlaky.Store(false)
+	out, code = cli("runs", "retry", started.RunID, "-c", config)
+	require.Equal(t, 0, code, out)
+	require.Eventually(t, func() bool {
+		out, _ := cli("runs", "show", started.RunID, "-o", "json")
+		var run struct {
+			Status string `json:"status"`
+			Steps  []struct {
+				Key     string `json:"step_key"`
+				Attempt int    `json:"attempt"`
+			} `json:"steps"`
+		}
+		return json.Unmarshal([]byte(out), &run) == nil && run.Status == "completed" && len(run.Steps) == 2
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, int64(1), greets.Load(), "the completed step was not re-run by the retry")
+
+	// Cancel a parked run.
+	out, code = cli("run", "sleepy", "-c", config, "-o", "json")
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &started))
+	out, code = cli("runs", "cancel", started.RunID, "-c", config)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "cancelled")
+	_, code = cli("runs", "cancel", started.RunID, "-c", config)
+	require.Equal(t, 1, code, "cancelling twice is an error")
+
+	// Pause: claims wait in queued; resume starts them.
+	_, code = cli("workflows", "pause", "hello")
+	require.Equal(t, 0, code)
+	out, code = cli("run", "hello", "-c", config, "--key", "while-paused", "-o", "json")
+	require.Equal(t, 0, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &started))
+	time.Sleep(500 * time.Millisecond)
+	out, _ = cli("runs", "show", started.RunID, "-o", "json")
+	require.Contains(t, out, `"status": "queued"`)
+	out, code = cli("workflows", "resume", "hello", "-c", config)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "1 waiting run(s) started")
+	require.Eventually(t, func() bool {
+		out, _ := cli("runs", "show", started.RunID, "-o", "json")
+		return strings.Contains(out, `"status": "completed"`)
+	}, 20*time.Second, 100*time.Millisecond)
+	_, code = cli("workflows", "pause", "nope")
+	require.Equal(t, 1, code)
+}
