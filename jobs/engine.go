@@ -121,12 +121,14 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
+	periodic := []*river.PeriodicJob{}
 	if len(cfg.Project.Wallets) > 0 {
 		r, err := newRelayer(context.Background(), cfg.Pool, cfg.Project, cfg, e.onTxFinal)
 		if err != nil {
 			return nil, err
 		}
 		r.AddWorkers(workers)
+		periodic = append(periodic, r.PeriodicJobs(time.Minute)...)
 		e.relayer = r
 	}
 	lc := cfg.LedgerCleanup
@@ -136,6 +138,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	river.AddWorker(workers, cleanup)
+	periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
 	maxWorkers := cfg.Workers
 	if maxWorkers <= 0 {
 		maxWorkers = 50
@@ -159,7 +162,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		RescueStuckJobsAfter: rescue,
 		MaxAttempts:          1000, // the step journal, not River, decides retries
 		Logger:               e.logger.With("component", "river"),
-		PeriodicJobs:         []*river.PeriodicJob{NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval)},
+		PeriodicJobs:         periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
