@@ -103,7 +103,6 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(),
 			initCommand(),
-			initCommand(),
 			migrateCommand(),
 			validateCommand(),
 			startCommand(),
