@@ -32,6 +32,7 @@ func FuzzLoad(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
+		defer watchdog(string(src), 10*time.Second)()
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, "abis"), 0o700); err != nil {
 			t.Fatal(err)
@@ -75,6 +76,7 @@ func FuzzParseWorkflow(f *testing.F) {
 		f.Add(w.Spec)
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
+		defer watchdog(string(src), 10*time.Second)()
 		w, err := ParseWorkflow(p, "body.yaml", src)
 		if err != nil {
 			var ds Diagnostics
@@ -88,6 +90,21 @@ func FuzzParseWorkflow(f *testing.F) {
 			t.Fatalf("spec does not round-trip: %v\n%s", err, w.Spec)
 		}
 	})
+}
+
+// watchdog panics with the input when one fuzz iteration runs longer than
+// limit, so the fuzzer reports (and saves) inputs that hang instead of
+// stalling silently. Call the returned func when the iteration is done.
+func watchdog(input any, limit time.Duration) func() {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+		case <-time.After(limit):
+			panic(fmt.Sprintf("fuzz input takes more than %s: %q", limit, input))
+		}
+	}()
+	return func() { close(done) }
 }
 
 // FuzzExpr compiles arbitrary expressions in a step scope and evaluates the
@@ -131,15 +148,7 @@ func FuzzExpr(f *testing.F) {
 		if len(src) > 2000 {
 			return
 		}
-		done := make(chan struct{})
-		defer close(done)
-		go func() {
-			select {
-			case <-done:
-			case <-time.After(3 * time.Second):
-				panic(fmt.Sprintf("compiling and evaluating %q takes more than 3s", src))
-			}
-		}()
+		defer watchdog(src, 3*time.Second)()
 		e, ds := compileExpr(src, Position{File: "f", Line: 1, Col: 1}, testScope())
 		if e == nil {
 			if !ds.HasErrors() {
