@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -92,9 +93,10 @@ func countRuns(b *testing.B, pool *pgxpool.Pool, wf string) int {
 
 // BenchmarkChainIngest measures event logs claimed per second end to end
 // from a real anvil (eth_getLogs, decode, claim gate, cursor advance), and
-// beside it the same run's raw ceiling: synthetic claims through the bare
-// claim gate (INSERT … SELECT unnest … ON CONFLICT DO NOTHING RETURNING),
-// 500 per transaction, on one connection.
+// beside it the same run's raw ceiling: the same number of claims, with
+// payloads of the same shape, through the bare claim gate (INSERT … SELECT
+// unnest … ON CONFLICT DO NOTHING RETURNING), 500 per transaction, on one
+// connection.
 func BenchmarkChainIngest(b *testing.B) {
 	const perTx, txs = 2000, 25
 	const total = perTx * txs
@@ -114,10 +116,19 @@ func BenchmarkChainIngest(b *testing.B) {
 
 	for i := 0; i < b.N; i++ {
 		// Raw ceiling.
+		// The claims carry payloads shaped and sized like real Deposit
+		// payloads, so the ceiling is for the same work.
 		claims := make([]store.Claim, total)
 		for j := range claims {
-			claims[j] = store.Claim{Workflow: "raw", TriggerKey: fmt.Sprintf("%d:%d:0x%064x:%d", i, anviltest.ChainID, j, j%7),
-				TriggerKind: "event", Trigger: []byte(`{"event":{"amount":1}}`), ChainID: anviltest.ChainID, BlockNumber: int64(j / perTx)}
+			d := chain.Decoded{Event: "Deposit", Address: e.Address, Block: uint64(j / perTx),
+				BlockHash: common.BigToHash(big.NewInt(int64(j / perTx))), TxHash: common.BigToHash(big.NewInt(int64(j))),
+				LogIndex: uint(j % perTx), Args: map[string]any{"sender": e.From.Hex(), "amount": big.NewInt(int64(j))}}
+			payload, err := chain.EventPayload{Event: d, Block: d.Block, Phase: chain.PhaseHead}.MarshalJSON()
+			if err != nil {
+				b.Fatal(err)
+			}
+			claims[j] = store.Claim{Workflow: "raw", TriggerKey: fmt.Sprintf("%d:%d:%s:%d", i, anviltest.ChainID, d.TxHash.Hex(), d.LogIndex),
+				TriggerKind: "event", Trigger: payload, ChainID: anviltest.ChainID, BlockNumber: int64(d.Block), BlockHash: d.BlockHash.Hex()}
 		}
 		start := time.Now()
 		for j := 0; j < total; j += 500 {

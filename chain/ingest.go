@@ -47,7 +47,7 @@ type cursorJob struct {
 // Range sizing: ranges start at initialRange blocks (or MaxBlockRange if
 // smaller) and aim at maxLogsPerRange logs each.
 const (
-	initialRange    = 8
+	initialRange    = 1
 	maxLogsPerRange = 5000
 )
 
@@ -90,8 +90,8 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if j.size == 0 {
-		// Start small and grow while ranges are sparse: a dense start is
-		// then claimed in pipelined pieces rather than one huge range.
+		// Start at one block and double while ranges are sparse: a dense
+		// start is then claimed in pipelined pieces, not one huge range.
 		j.size = min(j.n.cfg.MaxBlockRange, initialRange)
 	}
 	from := cursor + 1
