@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -244,4 +246,28 @@ func TestDiagnostics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCompileSpecAfterJSONB checks that a spec rewritten the way Postgres
+// jsonb rewrites it (key order, spacing, number spelling) compiles to the
+// same hash.
+func TestCompileSpecAfterJSONB(t *testing.T) {
+	t.Parallel()
+	wf := "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    http_call: { url: https://x.example, method: POST, body: { f: 1000000000000000000000.0, g: 0.5, h: 3.0, big: 115792089237316195423570985008687907853269984665640564039457584007913129639935 } }\n"
+	p, err := Load(writeProject(t, wf), LoadOptions{})
+	require.NoError(t, err)
+	w := p.Workflows[0]
+	require.Contains(t, string(w.Spec), `"f":1000000000000000000000.0`)
+	require.Contains(t, string(w.Spec), `"h":3.0`)
+
+	// Rewrite it as jsonb would: other key order, other spacing.
+	var indented bytes.Buffer
+	require.NoError(t, json.Indent(&indented, w.Spec, "", "  "))
+	rewritten := strings.Replace(indented.String(), "\n  \"name\": \"w\",", "", 1)
+	rewritten = strings.TrimSuffix(rewritten, "\n}") + ",\n  \"name\": \"w\"\n}"
+	require.NotEqual(t, string(w.Spec), rewritten)
+	got, err := CompileSpec(p, []byte(rewritten))
+	require.NoError(t, err)
+	require.Equal(t, w.Hash, got.Hash)
+	require.Equal(t, string(w.Spec), string(got.Spec))
 }

@@ -351,8 +351,21 @@ func (n *node) canonical() any {
 		return json.Number(v.String())
 	case int64:
 		return json.Number(strconv.FormatInt(v, 10))
+	case float64:
+		return json.Number(floatText(v))
 	}
 	return n.val
+}
+
+// floatText writes a float so that it always reads back as a float, even
+// after Postgres jsonb rewrote it (jsonb drops exponents but keeps a
+// decimal point): 1e21 becomes "1000000000000000000000.0".
+func floatText(f float64) string {
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
 }
 
 // nodeFromJSON rebuilds a node tree from decoded canonical JSON (see
@@ -388,11 +401,13 @@ func nodeFromJSON(v any, pos Position, depth int) (*node, error) {
 		}
 		return out, nil
 	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return &node{kind: nodeScalar, pos: pos, val: i}, nil
-		}
-		if b, ok := new(big.Int).SetString(string(v), 10); ok {
-			return &node{kind: nodeScalar, pos: pos, val: b}, nil
+		if !strings.ContainsAny(string(v), ".eE") {
+			if i, err := v.Int64(); err == nil {
+				return &node{kind: nodeScalar, pos: pos, val: i}, nil
+			}
+			if b, ok := new(big.Int).SetString(string(v), 10); ok {
+				return &node{kind: nodeScalar, pos: pos, val: b}, nil
+			}
 		}
 		f, err := v.Float64()
 		if err != nil {
