@@ -37,7 +37,7 @@ func Load(path string, opts LoadOptions) (*Project, error) {
 	l.p.Dir = filepath.Dir(path)
 	src, err := readFile(path)
 	if err != nil {
-		l.errorf(Position{File: path}, "%v", err)
+		l.errorf(Position{File: path}, "cannot read the project file: %v", unwrapPathError(errors.Unwrap(err)))
 		return nil, l.finish(opts.Strict)
 	}
 	docs, ds := parseYAML(path, src)

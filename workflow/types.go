@@ -217,8 +217,14 @@ type CronTrigger struct {
 	schedule cron.Schedule
 }
 
-// Next returns the first tick strictly after after.
-func (c *CronTrigger) Next(after time.Time) time.Time { return c.schedule.Next(after.UTC()) }
+// Next returns the first tick strictly after after (UTC), or the zero time
+// for a trigger that did not come from the loader.
+func (c *CronTrigger) Next(after time.Time) time.Time {
+	if c == nil || c.schedule == nil {
+		return time.Time{}
+	}
+	return c.schedule.Next(after.UTC())
+}
 
 // BlockTrigger starts a run every Every blocks of a network.
 type BlockTrigger struct {

@@ -63,5 +63,5 @@ func TestValidateUsage(t *testing.T) {
 
 	stderr.Reset()
 	require.Equal(t, exitFailure, run([]string{"rflow", "validate", "-c", filepath.Join(t.TempDir(), "nope.yaml")}, &stdout, &stderr))
-	require.Contains(t, stderr.String(), "nope.yaml: no such file or directory")
+	require.Contains(t, stderr.String(), "nope.yaml: cannot read the project file: no such file or directory")
 }
