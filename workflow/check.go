@@ -349,7 +349,8 @@ func (c *checker) binary(n *ast.BinaryNode) *typ {
 		switch {
 		case l.numeric() && r.numeric():
 			return arithResult(l, r)
-		case l.kind == tString && r.kind == tString:
+		case l.stringy() && r.stringy():
+			// Addresses and hashes are hex strings at run time.
 			return stringT
 		case l.kind == tList && r.kind == tList:
 			return listT(anyT)

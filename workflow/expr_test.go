@@ -238,3 +238,41 @@ func TestExprTimesKeepExprSemantics(t *testing.T) {
 	_, err := mustExpr(t, "date('2030-01-01') > 5").Eval(nil)
 	require.ErrorContains(t, err, "cannot compare")
 }
+
+// TestExprValidExpressionsCompile guards against false positives of the
+// load-time checker on expressions people write.
+func TestExprValidExpressionsCompile(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"event.amount >= ether('1') and event.sender != '0x0000000000000000000000000000000000000000'",
+		"trigger.event.sender == event.sender",
+		"steps.lookup.output?.body?.tier ?? 'none'",
+		"len(steps.lookup.output.body.wallets) > 0",
+		"filter(steps.lookup.output.body.wallets, # != event.sender)",
+		"map(steps.lookup.output.body.items, .amount * 2)",
+		"not (event.amount > 1) || !(event.block > 2)",
+		"string(event.amount) + ' wei'",
+		"event['amount'] / 100",
+		"event.amount > 0 ? 'positive' : 'zero'",
+		"let fee = event.amount / 100; fee > gwei(1) ? fee : 0",
+		"upper(env.NAME) matches '^A'",
+		"now() > date('2020-01-01')",
+		"run.attempt <= 3 and run.id != ''",
+		"event.tx_hash + ':' + string(event.log_index)",
+		"[event.amount, 2][0] + 1",
+	} {
+		mustExpr(t, src)
+	}
+}
+
+func TestExprFreshABIValues(t *testing.T) {
+	t.Parallel()
+	addr := common.HexToAddress("0x5fbdb2315678afecb367f032d93f642f64180aa3")
+	env := Env{"event": map[string]any{"sender": addr, "tx_hash": common.Hash{2}.Hex(), "log_index": uint64(3)}}
+	got, err := mustExpr(t, "event.sender + '/' + string(event.log_index)").Eval(env)
+	require.NoError(t, err)
+	require.Equal(t, addr.Hex()+"/3", got)
+	got, err = mustExpr(t, "event.sender == '0x5FBDB2315678AFECB367F032D93F642F64180AA3'").Eval(env)
+	require.NoError(t, err)
+	require.Equal(t, true, got)
+}

@@ -128,6 +128,7 @@ func typeName(v any) string {
 }
 
 func opArith(op string, a, b any) (any, error) {
+	a, b = hexForm(a), hexForm(b)
 	x, okx := toNumber(a)
 	y, oky := toNumber(b)
 	if !okx || !oky {
@@ -221,6 +222,7 @@ func opArith(op string, a, b any) (any, error) {
 
 // compare returns -1, 0 or 1 for two numbers or two strings.
 func compare(a, b any) (int, error) {
+	a, b = hexForm(a), hexForm(b)
 	x, okx := toNumber(a)
 	y, oky := toNumber(b)
 	if okx && oky {

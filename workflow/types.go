@@ -1,12 +1,12 @@
 package workflow
 
 import (
+	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/robfig/cron/v3"
-	"math/big"
 )
 
 // Defaults applied by the loader. They are documented in docs/workflows.md.
