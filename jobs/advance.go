@@ -539,9 +539,9 @@ func (a *advance) loadForeach(ctx context.Context, tx pgx.Tx, key string) (*fore
 	return fs, nil
 }
 
-// prepare finalises the rows this advance creates and writes the progress
+// prepare finalises the rows this advance creates and queues the progress
 // of foreach rows created by earlier transactions.
-func (a *advance) prepare(ctx context.Context, tx pgx.Tx) error {
+func (a *advance) prepare(w *store.Writes) {
 	for key, fs := range a.foreach {
 		if fs.failed {
 			continue
@@ -555,9 +555,7 @@ func (a *advance) prepare(ctx context.Context, tx pgx.Tx) error {
 			a.newSteps[fs.created].Status = row.Status
 			a.newSteps[fs.created].Output = out
 		} else if fs.locked {
-			if err := store.SetStepOutput(ctx, tx, a.run.ID, key, row.Status, out); err != nil {
-				return err
-			}
+			w.SetStepOutput(a.run.ID, key, row.Status, out)
 		}
 	}
 	for i := range a.newSteps {
@@ -569,7 +567,6 @@ func (a *advance) prepare(ctx context.Context, tx pgx.Tx) error {
 	if a.ended {
 		a.wakeAt = nil
 	}
-	return nil
 }
 
 // changedRun reports whether the run row needs an update beyond what the
@@ -579,33 +576,36 @@ func (a *advance) changedRun() bool {
 }
 
 // flush writes what the advances decided, in tx: new journal rows (one
-// statement for all), foreach progress, each run's new state (fenced on the
-// run attempt), and the jobs of parked steps (one InsertManyTx). With
-// alwaysUpdate false, a run's row is only updated when its state changed
-// (the claim path). It reports false when a run moved on (cancelled,
-// retried): the caller rolls back.
-func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUpdate bool) (bool, error) {
+// statement for all), foreach progress and each run's new state (fenced on
+// the run attempt) go to Postgres in one round trip together with whatever
+// the caller queued in w (the step's outcome); then the jobs of parked
+// steps (one InsertManyTx). With alwaysUpdate false, a run's row is only
+// updated when its state changed (the claim path). It reports false when a
+// fenced write found the run or step moved on: the caller rolls back.
+func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUpdate bool, w *store.Writes) (bool, error) {
+	if w == nil {
+		w = &store.Writes{}
+	}
 	var steps []store.NewStep
 	for _, a := range advs {
-		if err := a.prepare(ctx, tx); err != nil {
-			return false, err
-		}
+		a.prepare(w)
 		steps = append(steps, a.newSteps...)
 	}
-	created, err := store.InsertSteps(ctx, tx, steps)
-	if err != nil {
-		return false, err
+	created := map[store.StepRef]bool{}
+	w.InsertSteps(steps, created)
+	for _, a := range advs {
+		if alwaysUpdate || a.changedRun() {
+			w.UpdateRun(a.run.ID, a.run.Attempt, store.RunUpdate{
+				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
+			})
+		}
+	}
+	ok, err := w.Send(ctx, tx)
+	if err != nil || !ok {
+		return ok, err
 	}
 	var jobs []river.InsertManyParams
 	for _, a := range advs {
-		if alwaysUpdate || a.changedRun() {
-			ok, err := store.UpdateRun(ctx, tx, a.run.ID, a.run.Attempt, store.RunUpdate{
-				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
-			})
-			if err != nil || !ok {
-				return ok, err
-			}
-		}
 		for _, j := range a.jobs {
 			if created[store.StepRef{RunID: a.run.ID, Key: j.Args.(StepArgs).StepKey}] {
 				jobs = append(jobs, j)

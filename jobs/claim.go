@@ -39,7 +39,7 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 		}
 		advs = append(advs, a)
 	}
-	if _, err := e.flush(ctx, tx, advs, false); err != nil {
+	if _, err := e.flush(ctx, tx, advs, false, nil); err != nil {
 		return 0, err
 	}
 	return len(won), nil
@@ -137,7 +137,7 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 			return nil, fmt.Errorf("retry run %s: %w", id, err)
 		}
 	}
-	if ok, err := e.flush(ctx, tx, []*advance{a}, true); err != nil || !ok {
+	if ok, err := e.flush(ctx, tx, []*advance{a}, true, nil); err != nil || !ok {
 		return nil, fmt.Errorf("retry run %s: %w", id, orStale(err))
 	}
 	return store.GetRun(ctx, tx, id, false)
@@ -166,7 +166,7 @@ func (e *Engine) ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (
 		}
 		advs = append(advs, a)
 	}
-	if _, err := e.flush(ctx, tx, advs, false); err != nil {
+	if _, err := e.flush(ctx, tx, advs, false, nil); err != nil {
 		return 0, err
 	}
 	return len(runs), nil

@@ -249,7 +249,7 @@ func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *adva
 			return orStale(err)
 		}
 		a.status, a.position = store.RunWaitingTx, step.Key
-		ok, err = e.flush(ctx, tx, []*advance{a}, true)
+		ok, err = e.flush(ctx, tx, []*advance{a}, true, nil)
 		if err != nil || !ok {
 			return orStale(err)
 		}
@@ -351,7 +351,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if a.status == store.RunWaitingTx {
 		a.status = store.RunRunning
 	}
-	if _, err := e.flush(ctx, tx, []*advance{a}, true); err != nil {
+	if _, err := e.flush(ctx, tx, []*advance{a}, true, nil); err != nil {
 		return err
 	}
 	return nil

@@ -158,6 +158,7 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 			return errStale
 		}
 		key, attempt := step.Key, step.Attempt
+		w := &store.Writes{}
 		started := &o.started
 		if o.started.IsZero() {
 			started = nil
@@ -172,11 +173,8 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 			return nil
 		case o.err == nil:
 			output := mustJSON(o.output)
-			ok, err := store.SettleStep(ctx, tx, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepCompleted,
+			w.SettleStep(a.run.ID, key, attempt, store.StepOutcome{Status: store.StepCompleted,
 				Output: output, StartedAt: started})
-			if err != nil || !ok {
-				return orStale(err)
-			}
 			step.Status, step.Output = store.StepCompleted, output
 			a.rows[key] = step
 			a.decoded[key] = o.output
@@ -205,18 +203,15 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 			return err
 		default:
 			msg := o.err.Error()
-			ok, err := store.SettleStep(ctx, tx, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepFailed,
+			w.SettleStep(a.run.ID, key, attempt, store.StepOutcome{Status: store.StepFailed,
 				Error: &msg, StartedAt: started})
-			if err != nil || !ok {
-				return orStale(err)
-			}
 			step.Status, step.Error = store.StepFailed, &msg
 			a.rows[key] = step
 			if err := a.failRun(ctx, tx, l, key, fmt.Sprintf("step %s: %s", key, msg)); err != nil {
 				return err
 			}
 		}
-		ok, err := e.flush(ctx, tx, []*advance{a}, true)
+		ok, err := e.flush(ctx, tx, []*advance{a}, true, w)
 		if err != nil || !ok {
 			return orStale(err)
 		}

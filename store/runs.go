@@ -123,17 +123,9 @@ type RunUpdate struct {
 // It reports false when the run moved on (cancelled, retried): the caller
 // must roll back.
 func UpdateRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, attempt int, u RunUpdate) (bool, error) {
-	tag, err := tx.Exec(ctx, `
-		UPDATE rflow.workflow_runs
-		SET status = $3, position = NULLIF($4, ''), epoch = $5, error = $6, failed_step = $7, wake_at = $8,
-			updated_at = now(),
-			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
-		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled')`,
-		id, attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
-	if err != nil {
-		return false, fmt.Errorf("update run %s: %w", id, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	var w Writes
+	w.UpdateRun(id, attempt, u)
+	return w.Send(ctx, tx)
 }
 
 // CancelRun marks a run cancelled unless it already finished. Jobs still

@@ -90,48 +90,14 @@ type StepRef struct {
 	Key   string
 }
 
-// InsertSteps creates journal rows (of one run or many) in one statement.
-// Rows that already exist are left alone (ON CONFLICT DO NOTHING); it
-// returns the rows it created, so a replayed advance enqueues nothing twice.
+// InsertSteps creates journal rows (of one run or many) in one statement;
+// see Writes.InsertSteps.
 func InsertSteps(ctx context.Context, tx pgx.Tx, steps []NewStep) (map[StepRef]bool, error) {
-	if len(steps) == 0 {
-		return nil, nil
-	}
-	n := len(steps)
-	runIDs := make([]uuid.UUID, n)
-	keys, ids, kinds, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
-	wakes := make([]*time.Time, n)
-	for i, s := range steps {
-		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, s.Status
-		if s.Input != nil {
-			v := string(s.Input)
-			inputs[i] = &v
-		}
-		if s.Output != nil {
-			v := string(s.Output)
-			outputs[i] = &v
-		}
-		errs[i], wakes[i] = s.Error, s.WakeAt
-	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
-		SELECT s.run_id, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
-			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END
-		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-			$9::timestamptz[]) AS s(run_id, key, id, kind, status, input, output, error, wake)
-		ON CONFLICT (run_id, step_key) DO NOTHING
-		RETURNING run_id, step_key`, runIDs, keys, ids, kinds, statuses, inputs, outputs, errs, wakes)
-	if err != nil {
-		return nil, fmt.Errorf("journal %d step(s): %w", n, err)
-	}
-	created := make(map[StepRef]bool, n)
-	var ref StepRef
-	_, err = pgx.ForEachRow(rows, []any{&ref.RunID, &ref.Key}, func() error { created[ref] = true; return nil })
-	if err != nil {
-		return nil, fmt.Errorf("journal %d step(s): %w", n, err)
-	}
-	return created, nil
+	created := map[StepRef]bool{}
+	var w Writes
+	w.InsertSteps(steps, created)
+	_, err := w.Send(ctx, tx)
+	return created, err
 }
 
 // StepOutcome is how a step attempt ended.
@@ -149,26 +115,9 @@ type StepOutcome struct {
 // incomplete at that attempt. False means another worker (or an operator)
 // got there first: the caller must roll back and do nothing else.
 func SettleStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int, o StepOutcome) (bool, error) {
-	var output *string
-	if o.Output != nil {
-		v := string(o.Output)
-		output = &v
-	}
-	bump := 0
-	if o.NextAttempt {
-		bump = 1
-	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE rflow.step_runs
-		SET status = $4, output = COALESCE($5::jsonb, output), error = $6, attempt = attempt + $7,
-			started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at),
-			finished_at = CASE WHEN $4 IN ('completed', 'failed') THEN now() END
-		WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting', 'running')`,
-		runID, key, attempt, o.Status, output, o.Error, bump, o.StartedAt, o.WakeAt)
-	if err != nil {
-		return false, fmt.Errorf("settle step %s of run %s: %w", key, runID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	var w Writes
+	w.SettleStep(runID, key, attempt, o)
+	return w.Send(ctx, tx)
 }
 
 // LockStep locks a journal row for the rest of tx (foreach bookkeeping
@@ -180,18 +129,6 @@ func LockStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string) (*Ste
 		return nil, fmt.Errorf("step %s of run %s: %w", key, runID, ErrNotFound)
 	}
 	return s, err
-}
-
-// SetStepOutput overwrites a step's status and output (foreach progress).
-func SetStepOutput(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key, status string, output []byte) error {
-	_, err := tx.Exec(ctx, `
-		UPDATE rflow.step_runs SET status = $3, output = $4::jsonb,
-			finished_at = CASE WHEN $3 IN ('completed', 'failed') THEN now() END
-		WHERE run_id = $1 AND step_key = $2`, runID, key, status, string(output))
-	if err != nil {
-		return fmt.Errorf("update step %s of run %s: %w", key, runID, err)
-	}
-	return nil
 }
 
 // Batcher is a pool, connection or transaction that can send a batch.

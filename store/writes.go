@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Writes queues the journal writes of one engine transaction — a step's
+// outcome, new step rows, foreach progress, the run's new state — and sends
+// them to Postgres in one round trip (a pgx batch). Fenced writes (a step
+// outcome at an attempt, a run update at a run attempt) that match no row
+// make Send report false: another worker or an operator moved the run on,
+// and the caller must roll back.
+type Writes struct {
+	batch pgx.Batch
+	reads []func(pgx.BatchResults) error
+	moved bool
+}
+
+const settleStepSQL = `
+	UPDATE rflow.step_runs
+	SET status = $4, output = COALESCE($5::jsonb, output), error = $6, attempt = attempt + $7,
+		started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at),
+		finished_at = CASE WHEN $4 IN ('completed', 'failed') THEN now() END
+	WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting', 'running')`
+
+// SettleStep queues an attempt's outcome, fenced on the step still being
+// incomplete at that attempt.
+func (w *Writes) SettleStep(runID uuid.UUID, key string, attempt int, o StepOutcome) {
+	bump := 0
+	if o.NextAttempt {
+		bump = 1
+	}
+	w.batch.Queue(settleStepSQL, runID, key, attempt, o.Status, jsonText(o.Output), o.Error, bump, o.StartedAt, o.WakeAt)
+	w.fenced(fmt.Sprintf("settle step %s of run %s", key, runID))
+}
+
+// SetStepOutput queues an overwrite of a step's status and output (foreach
+// progress; the row is locked by the caller).
+func (w *Writes) SetStepOutput(runID uuid.UUID, key, status string, output []byte) {
+	w.batch.Queue(`
+		UPDATE rflow.step_runs SET status = $3, output = $4::jsonb,
+			finished_at = CASE WHEN $3 IN ('completed', 'failed') THEN now() END
+		WHERE run_id = $1 AND step_key = $2`, runID, key, status, jsonText(output))
+	w.exec(fmt.Sprintf("update step %s of run %s", key, runID))
+}
+
+// InsertSteps queues journal rows (of one run or many) as one statement.
+// Existing rows are left alone (ON CONFLICT DO NOTHING); after Send,
+// created holds the rows that were new, so a replayed advance enqueues
+// nothing twice.
+func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
+	if len(steps) == 0 {
+		return
+	}
+	n := len(steps)
+	runIDs := make([]uuid.UUID, n)
+	keys, ids, kinds, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
+	wakes := make([]*time.Time, n)
+	for i, s := range steps {
+		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, s.Status
+		inputs[i], outputs[i], errs[i], wakes[i] = jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt
+	}
+	w.batch.Queue(`
+		INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
+		SELECT s.run_id, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
+			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::timestamptz[]) AS s(run_id, key, id, kind, status, input, output, error, wake)
+		ON CONFLICT (run_id, step_key) DO NOTHING
+		RETURNING run_id, step_key`, runIDs, keys, ids, kinds, statuses, inputs, outputs, errs, wakes)
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("journal %d step(s): %w", n, err)
+		}
+		var ref StepRef
+		_, err = pgx.ForEachRow(rows, []any{&ref.RunID, &ref.Key}, func() error { created[ref] = true; return nil })
+		if err != nil {
+			return fmt.Errorf("journal %d step(s): %w", n, err)
+		}
+		return nil
+	})
+}
+
+// UpdateRun queues a run's new state, fenced on the run being unfinished
+// and still at attempt.
+func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
+	w.batch.Queue(`
+		UPDATE rflow.workflow_runs
+		SET status = $3, position = NULLIF($4, ''), epoch = $5, error = $6, failed_step = $7, wake_at = $8,
+			updated_at = now(),
+			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
+		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled')`,
+		id, attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
+	w.fenced(fmt.Sprintf("update run %s", id))
+}
+
+// Len is the number of queued statements.
+func (w *Writes) Len() int { return w.batch.Len() }
+
+// Send runs every queued statement in tx, in order, in one round trip. It
+// reports false when a fenced write matched no row.
+func (w *Writes) Send(ctx context.Context, tx pgx.Tx) (bool, error) {
+	if w.batch.Len() == 0 {
+		return true, nil
+	}
+	br := tx.SendBatch(ctx, &w.batch)
+	for _, read := range w.reads {
+		if err := read(br); err != nil {
+			br.Close()
+			return false, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return false, err
+	}
+	return !w.moved, nil
+}
+
+func (w *Writes) exec(what string) {
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	})
+}
+
+func (w *Writes) fenced(what string) {
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if tag.RowsAffected() == 0 {
+			w.moved = true
+		}
+		return nil
+	})
+}
+
+func jsonText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
