@@ -276,3 +276,13 @@ func TestExprFreshABIValues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, true, got)
 }
+
+func TestExprMissingStepOptionalChaining(t *testing.T) {
+	t.Parallel()
+	env := Env{"steps": map[string]any{}}
+	got, err := mustExpr(t, "steps.lookup?.output ?? 'none'").Eval(env)
+	require.NoError(t, err)
+	require.Equal(t, "none", got)
+	_, err = mustExpr(t, "steps.lookup.output").Eval(env)
+	require.Error(t, err)
+}
