@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+const (
+	benchRuns     = 600
+	benchWorkers  = 50
+	benchCooldown = 2 * time.Millisecond
+)
+
+func benchServer(b *testing.B) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+func benchPool(b *testing.B) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(storetest.URL(b))
+	require.NoError(b, err)
+	cfg.MaxConns = 60
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// BenchmarkEngineVsRiverChain runs a 3-step http_call workflow through the
+// engine, and side by side on the same Postgres a raw River chain doing the
+// same HTTP call and one transaction per step (a row, InsertTx of the next
+// job, JobCompleteTx). It prints both rates and their ratio.
+func BenchmarkEngineVsRiverChain(b *testing.B) {
+	srv := benchServer(b)
+	var engineRate, chainRate float64
+	for range b.N {
+		chainRate = riverChainRate(b, srv.URL)
+		engineRate = engineStepRate(b, srv.URL)
+	}
+	b.ReportMetric(engineRate, "engine-steps/s")
+	b.ReportMetric(chainRate, "river-chain-steps/s")
+	b.ReportMetric(engineRate/chainRate, "ratio")
+	fmt.Printf("engine steps/s: %.0f  river-chain steps/s: %.0f  ratio: %.2f\n", engineRate, chainRate, engineRate/chainRate)
+}
+
+func engineStepRate(b *testing.B, url string) float64 {
+	ctx := context.Background()
+	pool := benchPool(b)
+	dir := b.TempDir()
+	path := filepath.Join(dir, "rflow.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(fmt.Sprintf(`
+name: bench
+workflows:
+  - name: three
+    trigger: { manual: {} }
+    steps:
+      - { id: a, http_call: { method: POST, url: "%[1]s/a" } }
+      - { id: b, http_call: { method: POST, url: "%[1]s/b" } }
+      - { id: c, http_call: { method: POST, url: "%[1]s/c" } }
+`, url)), 0o644))
+	project, err := workflow.Load(path, workflow.LoadOptions{})
+	require.NoError(b, err)
+	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project, Workers: benchWorkers, FetchCooldown: benchCooldown})
+	require.NoError(b, err)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(b, err)
+	claims := make([]store.Claim, benchRuns)
+	for i := range claims {
+		claims[i] = store.Claim{Workflow: "three", TriggerKey: fmt.Sprint(i), TriggerKind: "manual", Trigger: []byte(`{}`)}
+	}
+	require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := e.ClaimTx(ctx, tx, claims)
+		return err
+	}))
+	start := time.Now()
+	require.NoError(b, e.Start(ctx))
+	defer e.Stop(ctx)
+	waitCount(b, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed'`, benchRuns)
+	return float64(3*benchRuns) / time.Since(start).Seconds()
+}
+
+type chainArgs struct {
+	Chain uuid.UUID `json:"chain"`
+	Step  int       `json:"step"`
+	URL   string    `json:"url"`
+}
+
+func (chainArgs) Kind() string { return "bench.chain" }
+
+type chainWorker struct {
+	river.WorkerDefaults[chainArgs]
+	pool *pgxpool.Pool
+	http *http.Client
+}
+
+func (w *chainWorker) Work(ctx context.Context, job *river.Job[chainArgs]) error {
+	resp, err := w.http.Post(fmt.Sprintf("%s/%d", job.Args.URL, job.Args.Step), "application/json", nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		if done.State != rivertype.JobStateCompleted {
+			return fmt.Errorf("job not completed")
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO bench_steps (chain, step) VALUES ($1, $2)`, job.Args.Chain, job.Args.Step); err != nil {
+			return err
+		}
+		if job.Args.Step < 3 {
+			next := job.Args
+			next.Step++
+			_, err = river.ClientFromContext[pgx.Tx](ctx).InsertTx(ctx, tx, next, nil)
+		}
+		return err
+	})
+}
+
+func riverChainRate(b *testing.B, url string) float64 {
+	ctx := context.Background()
+	pool := benchPool(b)
+	_, err := pool.Exec(ctx, `CREATE TABLE bench_steps (chain uuid, step int, PRIMARY KEY (chain, step))`)
+	require.NoError(b, err)
+	workers := river.NewWorkers()
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64 // as the engine's
+	river.AddWorker(workers, &chainWorker{pool: pool, http: &http.Client{Transport: transport}})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema: store.RiverSchema, Workers: workers, FetchCooldown: benchCooldown, FetchPollInterval: 100 * time.Millisecond,
+		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: benchWorkers}},
+	})
+	require.NoError(b, err)
+	params := make([]river.InsertManyParams, benchRuns)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: chainArgs{Chain: uuid.New(), Step: 1, URL: url}}
+	}
+	_, err = client.InsertMany(ctx, params)
+	require.NoError(b, err)
+	start := time.Now()
+	require.NoError(b, client.Start(ctx))
+	defer client.Stop(ctx)
+	waitCount(b, pool, `SELECT count(*) FROM bench_steps`, 3*benchRuns)
+	return float64(3*benchRuns) / time.Since(start).Seconds()
+}
+
+func waitCount(b *testing.B, pool *pgxpool.Pool, query string, want int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var n int
+		require.NoError(b, pool.QueryRow(context.Background(), query).Scan(&n))
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d after 5m", n, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
