@@ -357,16 +357,26 @@ type RelayerBroadcast struct {
 
 // RecordBroadcast stores a signed transaction before it is sent, so a crash
 // right after sending still leaves its hash to look for. Recording the same
-// hash twice is a no-op.
+// hash twice for a send is a no-op; a hash already recorded for another send
+// is an error (a hash has exactly one owner).
 func RecordBroadcast(ctx context.Context, q DBTX, b RelayerBroadcast) error {
-	_, err := q.Exec(ctx, `
-		INSERT INTO relayer.broadcasts (hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
-		VALUES ($1, $2, $3, $4, $5, $6::numeric, $7::numeric, $8::numeric, $9)
-		ON CONFLICT (hash) DO NOTHING`,
+	var owner uuid.UUID
+	err := q.QueryRow(ctx, `
+		WITH ins AS (
+			INSERT INTO relayer.broadcasts (hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
+			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7::numeric, $8::numeric, $9)
+			ON CONFLICT (hash) DO NOTHING
+			RETURNING tx_id
+		)
+		SELECT tx_id FROM ins UNION ALL SELECT tx_id FROM relayer.broadcasts WHERE hash = $1
+		LIMIT 1`,
 		b.Hash, b.TxID, b.Kind, b.Nonce, b.Gas.GasLimit, numeric(b.Gas.MaxFee), numeric(b.Gas.MaxPriorityFee),
-		numeric(b.Gas.GasPrice), b.Raw)
+		numeric(b.Gas.GasPrice), b.Raw).Scan(&owner)
 	if err != nil {
 		return fmt.Errorf("record broadcast %s: %w", b.Hash, err)
+	}
+	if owner != b.TxID {
+		return fmt.Errorf("record broadcast %s for relayer tx %s: the hash belongs to relayer tx %s", b.Hash, b.TxID, owner)
 	}
 	return nil
 }
@@ -467,6 +477,10 @@ type RelayerFinal struct {
 	Error      string // empty: keep NULL
 	Simulation []byte // JSON, for dry runs and simulation failures
 	Receipt    *RelayerReceipt
+	// ReleaseNonce gives the send's nonce back when the node never took
+	// the send: if no later nonce was handed out, the next send reuses it;
+	// otherwise the hole is left for the gap filler.
+	ReleaseNonce bool
 }
 
 // FinishRelayerTx moves an in-flight send to a final status, fenced on the
@@ -496,6 +510,21 @@ func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64
 	}
 	if err != nil {
 		return nil, fmt.Errorf("finish relayer tx %s as %s: %w", txID, f.Status, err)
+	}
+	if f.ReleaseNonce && t.Nonce != nil {
+		// The refused bytes go too: the next send at this nonce may sign
+		// the very same transaction (same hash) and must own it.
+		_, err := tx.Exec(ctx, `
+			WITH released AS (
+				UPDATE relayer.nonces SET next_nonce = next_nonce - 1, updated_at = now()
+				WHERE address = $1 AND chain_id = $2 AND next_nonce = $3::bigint + 1
+				RETURNING 1
+			)
+			DELETE FROM relayer.broadcasts WHERE tx_id = $4 AND nonce = $3 AND EXISTS (SELECT 1 FROM released)`,
+			t.From, t.ChainID, *t.Nonce, txID)
+		if err != nil {
+			return nil, fmt.Errorf("release nonce %d of relayer tx %s: %w", *t.Nonce, txID, err)
+		}
 	}
 	return t, nil
 }

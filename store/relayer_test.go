@@ -198,6 +198,10 @@ func TestRecordBroadcastKeepsEveryHashOnce(t *testing.T) {
 		require.NoError(t, store.RecordBroadcast(ctx, pool, store.RelayerBroadcast{Hash: h, TxID: row.TxID, Kind: "send",
 			Nonce: 4, Gas: gas, Raw: []byte(h)}))
 	}
+	other, _, err := store.QueueRelayerTx(ctx, pool, newRelayerTx("k2", big.NewInt(5)))
+	require.NoError(t, err)
+	err = store.RecordBroadcast(ctx, pool, store.RelayerBroadcast{Hash: "0x01", TxID: other.TxID, Kind: "send", Nonce: 4, Gas: gas, Raw: []byte{1}})
+	require.ErrorContains(t, err, "belongs to relayer tx "+row.TxID.String())
 	require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, 1))
 	require.NoError(t, store.MarkBroadcastSent(ctx, pool, row.TxID, 1, "0x02"))
 	bs, err := store.RelayerBroadcasts(ctx, pool, row.TxID)

@@ -147,6 +147,9 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 	r.crashAt("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
 	r.crashAt("relayer.after-send")
+	if class == sendInsufficientFunds {
+		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
+	}
 	return handOff(ctx, r, job, row.TxID, MonitorArgs{TxID: row.TxID}, func(tx pgx.Tx) error {
 		return r.recordSend(ctx, tx, row.TxID, job.ID, signed.Hash(), class, sendErr)
 	})
@@ -229,6 +232,13 @@ func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction
 		r.log.Info("broadcast refused", "hash", signed.Hash(), "nonce", signed.Nonce(), "class", class.String(), "error", err)
 	}
 	return class, err
+}
+
+// unfunded ends a send the node refused for lack of funds before it ever
+// took it: the send never left the wallet, so it fails at once (a caller
+// with a budget releases it) and gives its nonce back.
+func unfunded(err error) store.RelayerFinal {
+	return store.RelayerFinal{Status: store.RelayerFailed, Error: "insufficient funds: " + err.Error(), ReleaseNonce: true}
 }
 
 // recordSend writes a send attempt's outcome: accepted moves the send to

@@ -83,7 +83,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
+		return r.resend(ctx, job, b, row, signed)
 	}
 
 	now := time.Now()
@@ -107,6 +107,9 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 		if err != nil {
 			return err
 		}
+		if untaken(bs, *row.Nonce) {
+			return r.resend(ctx, job, b, row, signed)
+		}
 		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
@@ -125,6 +128,23 @@ func receipt(ctx context.Context, b Backend, bs []store.RelayerBroadcast) (*stor
 		return &bs[i], rc, nil
 	}
 	return nil, nil, nil
+}
+
+// untaken reports whether the node never took anything of the send's at
+// nonce: exactly one broadcast there (never bumped, never cancelled), never
+// accepted. Re-sending the same bytes would be "already known" had the node
+// got them.
+func untaken(bs []store.RelayerBroadcast, nonce int64) bool {
+	n := 0
+	for _, b := range bs {
+		if b.Nonce == nonce {
+			if b.SentAt != nil || b.Kind != "send" {
+				return false
+			}
+			n++
+		}
+	}
+	return n == 1
 }
 
 // latestAt is the newest broadcast at nonce, or nil.
@@ -279,6 +299,20 @@ func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend
 	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
 		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
 	return r.sendAndSnooze(ctx, jobID, b, row, signed)
+}
+
+// resend sends a send's bytes at a nonce the node has never taken from it
+// (no broadcast at it was ever accepted). A refusal for lack of funds then
+// proves the send never left the wallet: it fails at once.
+func (r *Relayer) resend(ctx context.Context, job *river.Job[MonitorArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+	class, sendErr := r.send(ctx, b, signed)
+	if class == sendInsufficientFunds {
+		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
+	}
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+		return err
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
 }
 
 // sendAndSnooze sends signed bytes, records the outcome and waits for the

@@ -2,12 +2,16 @@ package relayer_test
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"math/big"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -321,4 +325,73 @@ func TestPeriodicRecoveryResumesLostJob(t *testing.T) {
 	var recovers int
 	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE kind = 'relayer_recover'`).Scan(&recovers))
 	require.Positive(t, recovers)
+}
+
+// lostReplies sends every transaction but loses the node's reply to the
+// first `lose` of them, as a timeout would: the outcome is ambiguous.
+type lostReplies struct {
+	*ethclient.Client
+	mu   sync.Mutex
+	lose int
+}
+
+func (l *lostReplies) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	err := l.Client.SendTransaction(ctx, tx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lose > 0 {
+		l.lose--
+		return errors.New("Post \"http://127.0.0.1\": context deadline exceeded")
+	}
+	return err
+}
+
+func TestAmbiguousBroadcastSendsOnce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{NoMining: true},
+		backend: func(c *ethclient.Client) relayer.Backend { return &lostReplies{Client: c, lose: 3} }})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(6)})
+	// The same signed bytes go out until the node's "already known" says
+	// they arrived; the transaction is never re-signed.
+	bs := tb.broadcasts(t, ext(t, 1), 1)
+	require.Len(t, bs, 1)
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, bs[0].Hash, got.Hash)
+	require.Equal(t, before+1, tb.nonce(t))
+	require.Equal(t, int64(6), tb.balance(t, to).Int64())
+}
+
+func TestUnfundedWalletFailsAndReleasesNonce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noClient: true})
+	ctx := context.Background()
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	broke, err := relayer.WalletFromKey(hex.EncodeToString(crypto.FromECDSA(key)))
+	require.NoError(t, err)
+	r := tb.newRelayer(t, relayer.Config{Wallets: map[string]*relayer.Wallet{"broke": broke}})
+	tb.r = r
+	tb.startClient(t, r)
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), Wallet: "broke", To: to, Value: big.NewInt(1)})
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusFailed, got.Status)
+	require.Contains(t, got.Error, "insufficient funds")
+	var next int64
+	require.NoError(t, tb.pool.QueryRow(ctx, `SELECT next_nonce FROM relayer.nonces WHERE address = $1`,
+		broke.Address().Hex()).Scan(&next))
+	require.Zero(t, next, "the unused nonce was given back")
+	require.Equal(t, 1, tb.finalCalls(ext(t, 1)))
+
+	// Funded, the wallet's next send uses nonce 0: no hole was left.
+	tb.node.Call(nil, "anvil_setBalance", broke.Address(), "0xde0b6b3a7640000")
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 2), Wallet: "broke", To: to, Value: big.NewInt(1)})
+	got = tb.waitFinal(t, ext(t, 2))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, uint64(0), *got.Nonce)
+	require.Equal(t, int64(1), tb.balance(t, to).Int64())
 }

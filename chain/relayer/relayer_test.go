@@ -76,7 +76,10 @@ func (tb *testBundle) newRelayer(t *testing.T, c relayer.Config) *relayer.Relaye
 	require.NoError(t, err)
 	tb.wallet = w
 	c.Pool = tb.pool
-	c.Wallets = map[string]*relayer.Wallet{"ops": w}
+	if c.Wallets == nil {
+		c.Wallets = map[string]*relayer.Wallet{}
+	}
+	c.Wallets["ops"] = w
 	if c.Networks == nil {
 		c.Networks = map[uint64]relayer.Backend{chainID: tb.eth}
 	}
