@@ -72,3 +72,18 @@ func TestIsRangeError(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// The fast JSON encoder must agree with encoding/json on any string value.
+func FuzzDecodedJSON(f *testing.F) {
+	for _, s := range []string{"plain", `quote"back\slash`, "<&>", "ünï", "\x00\x1f", "\xff\xfe"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d := chain.Decoded{Event: "E", Args: map[string]any{s: s, "n": big.NewInt(-5)}}
+		fast, err := json.Marshal(d)
+		require.NoError(t, err)
+		slow, err := json.Marshal(d.Fields())
+		require.NoError(t, err)
+		require.Equal(t, string(slow), string(fast))
+	})
+}

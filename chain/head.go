@@ -26,6 +26,8 @@ func (s *Service) trackHead(ctx context.Context, n *netState, lease store.Lease)
 	if id != n.cfg.ChainID {
 		return fmt.Errorf("network %s: node reports chain id %d, configured %d", n.cfg.Name, id, n.cfg.ChainID)
 	}
+	ctx, cancel := context.WithCancel(ctx) // ends the newHeads follower with this attempt
+	defer cancel()
 	wake := n.client.SubscribeHeads(ctx)
 	for {
 		if err := s.pollHead(ctx, n, lease); err != nil {

@@ -83,7 +83,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 		if err != nil {
 			return err
 		}
-		return r.resend(ctx, job, b, row, signed)
+		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
 	}
 
 	now := time.Now()
@@ -100,15 +100,14 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) erro
 	switch {
 	case cancel && cur.Kind != "cancel":
 		return r.replace(ctx, job.ID, w, b, row, cur, "cancel")
+	case untaken(bs, *row.Nonce):
+		return r.resend(ctx, job, w, b, row, cur)
 	case now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job.ID, w, b, row, cur, cur.Kind)
 	case cur.SentAt == nil:
 		signed, err := decodeRaw(cur.Raw)
 		if err != nil {
 			return err
-		}
-		if untaken(bs, *row.Nonce) {
-			return r.resend(ctx, job, b, row, signed)
 		}
 		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
 	}
@@ -209,6 +208,14 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
 		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerDropped, Error: msg})
 	}
+	return r.moveNonce(ctx, job, w, b, row, "its nonce was used by someone else")
+}
+
+// moveNonce gives a send the node never took a new nonce (never below the
+// chain's pending nonce, which skips whatever someone else holds) and sends
+// it there. Its bytes at the old nonce can never be mined once that nonce
+// is someone else's, so this is still one transaction.
+func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, why string) error {
 	pending, err := b.PendingNonceAt(ctx, w.Address())
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
@@ -217,14 +224,11 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	if _, err := store.ReconcileNonce(ctx, r.cfg.Pool, row.From, row.ChainID, pending); err != nil {
-		return err
-	}
 	healed, err := r.assignNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(row.FeeCap), row.FeeCap)
 	if err != nil || healed == nil {
 		return err
 	}
-	r.log.Warn("nonce healed: send moved to a new nonce", "external_id", row.ExternalID,
+	r.log.Warn("nonce healed: send moved to a new nonce", "external_id", row.ExternalID, "why", why,
 		"old_nonce", *row.Nonce, "new_nonce", *healed.Nonce)
 	signed, err := r.current(ctx, w, healed)
 	if err != nil {
@@ -301,13 +305,26 @@ func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend
 	return r.sendAndSnooze(ctx, jobID, b, row, signed)
 }
 
-// resend sends a send's bytes at a nonce the node has never taken from it
-// (no broadcast at it was ever accepted). A refusal for lack of funds then
-// proves the send never left the wallet: it fails at once.
-func (r *Relayer) resend(ctx context.Context, job *river.Job[MonitorArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+// resend handles a send the node has never taken anything of at its nonce
+// (see untaken): it sends cur's bytes again. A refusal for lack of funds
+// proves the send never left the wallet: it fails at once. "Underpriced"
+// means someone else's transaction holds the nonce in the mempool: rather
+// than outbid it (it may be an operator's own), the send moves to a new
+// nonce. Any other refusal is retried, with a fee bump once BumpAfter has
+// passed (the node may want more than the base fee the send offers).
+func (r *Relayer) resend(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
+	signed, err := decodeRaw(cur.Raw)
+	if err != nil {
+		return err
+	}
 	class, sendErr := r.send(ctx, b, signed)
-	if class == sendInsufficientFunds {
+	switch {
+	case class == sendInsufficientFunds:
 		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
+	case class == sendUnderpriced:
+		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
+	case class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
+		return r.replace(ctx, job.ID, w, b, row, cur, "send")
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err

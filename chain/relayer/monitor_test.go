@@ -395,3 +395,44 @@ func TestUnfundedWalletFailsAndReleasesNonce(t *testing.T) {
 	require.Equal(t, uint64(0), *got.Nonce)
 	require.Equal(t, int64(1), tb.balance(t, to).Int64())
 }
+
+// beforeFirstSend runs hook right before the first transaction is sent.
+type beforeFirstSend struct {
+	*ethclient.Client
+	once sync.Once
+	hook func(tx *types.Transaction)
+}
+
+func (b *beforeFirstSend) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	b.once.Do(func() { b.hook(tx) })
+	return b.Client.SendTransaction(ctx, tx)
+}
+
+func TestNonceHeldInMempoolByOutsiderMovesSend(t *testing.T) {
+	t.Parallel()
+	var tb *testBundle
+	var outside *types.Transaction
+	race := &beforeFirstSend{}
+	tb = setup(t, setupOpts{node: anviltest.Options{NoMining: true}, config: relayer.Config{BumpAfter: time.Minute},
+		backend: func(c *ethclient.Client) relayer.Backend {
+			race.Client = c
+			// Someone with the key gets a transaction into the mempool at the
+			// send's nonce just before the relayer broadcasts it.
+			race.hook = func(tx *types.Transaction) { outside = tb.sendOutside(t, tx.Nonce(), gwei(20)) }
+			return race
+		}})
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(12)})
+	waitFor(t, "the send moved and accepted", func() bool {
+		got, err := tb.r.Get(context.Background(), ext(t, 1))
+		return err == nil && got.Status == relayer.StatusInMempool && got.Nonce != nil && *got.Nonce == 1
+	})
+	tb.node.Mine(1)
+	got := tb.waitFinal(t, ext(t, 1))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Equal(t, uint64(2), tb.nonce(t))
+	require.Equal(t, int64(12), tb.balance(t, to).Int64())
+	rc, err := tb.eth.TransactionReceipt(context.Background(), outside.Hash())
+	require.NoError(t, err, "the outsider's transaction was not replaced")
+	require.Equal(t, uint64(1), rc.Status)
+}
