@@ -135,7 +135,9 @@ type Config struct {
 	// Owner identifies this process in leases (default: hostname, pid and a
 	// random suffix).
 	Owner string
-	// LeasePrefix namespaces lease names (e.g. the project name).
+	// LeasePrefix namespaces lease names (e.g. the project name; a "/" is
+	// added): leases are <prefix>/head/<chain id>, <prefix>/event/<workflow>,
+	// <prefix>/block/…, <prefix>/read/…, and <prefix>/node/<owner> per process.
 	LeasePrefix string
 	// LeaseTTL is how long a dead process keeps its tasks (default 15s).
 	LeaseTTL time.Duration

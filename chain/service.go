@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,9 @@ func NewService(ctx context.Context, pool *pgxpool.Pool, claimer Claimer, cfg Co
 		var b [4]byte
 		_, _ = rand.Read(b[:])
 		cfg.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if cfg.LeasePrefix != "" && !strings.HasSuffix(cfg.LeasePrefix, "/") {
+		cfg.LeasePrefix += "/"
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second

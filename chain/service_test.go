@@ -24,7 +24,7 @@ func TestServicesSplitTasksAndTakeOver(t *testing.T) {
 	em := anviltest.DeployEmitter(t, node)
 	deposit, err := chain.NewEvent(em.ABI, "Deposit")
 	require.NoError(t, err)
-	cfg := chain.Config{LeasePrefix: "proj/", LeaseTTL: 900 * time.Millisecond, Networks: []chain.Network{network(node.URL)}}
+	cfg := chain.Config{LeasePrefix: "proj", LeaseTTL: 900 * time.Millisecond, Networks: []chain.Network{network(node.URL)}}
 	for _, wf := range wfs {
 		cfg.Events = append(cfg.Events, chain.EventTrigger{Workflow: wf, Network: "local", Event: deposit, RunOn: chain.RunOnHead})
 	}
