@@ -103,6 +103,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			versionCommand(),
 			initCommand(),
+			devCommand(),
 			migrateCommand(),
 			validateCommand(),
 			startCommand(),

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/devchain"
+)
+
+// TestDevRunsQuickstart runs `rflow dev` as a child process on a fresh
+// XDG_DATA_HOME, waits for completed runs of the quickstart workflow (seen
+// through `rflow runs list/show` against the dev database), sends SIGTERM,
+// and checks that the process exits 0 within 10 s leaving no postgres and no
+// chain behind. As root it runs twice: as root (the embedded Postgres then
+// runs as an unprivileged user) and as user nobody; otherwise once, as the
+// current user.
+func TestDevRunsQuickstart(t *testing.T) {
+	t.Parallel()
+	bin := publicCopy(t, rflowBin)
+	if os.Geteuid() == 0 {
+		t.Run("AsRoot", func(t *testing.T) {
+			t.Parallel()
+			testDev(t, bin, nil, devchain.BackendSimulated)
+		})
+		nobody, err := user.Lookup("nobody")
+		require.NoError(t, err, "running as root needs a nobody user for the non-root variant")
+		uid, _ := strconv.Atoi(nobody.Uid)
+		gid, _ := strconv.Atoi(nobody.Gid)
+		t.Run("AsNobody", func(t *testing.T) {
+			t.Parallel()
+			testDev(t, bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, devchain.BackendAuto)
+		})
+		return
+	}
+	t.Run("AsCurrentUser", func(t *testing.T) {
+		t.Parallel()
+		testDev(t, bin, nil, devchain.BackendAuto)
+	})
+}
+
+// publicCopy copies the rflow binary into a directory every user can enter,
+// so a child running as nobody can execute it.
+func publicCopy(t *testing.T, bin string) string {
+	t.Helper()
+	dir := publicTempDir(t)
+	b, err := os.ReadFile(bin)
+	require.NoError(t, err)
+	p := filepath.Join(dir, "rflow")
+	require.NoError(t, os.WriteFile(p, b, 0o755))
+	return p
+}
+
+// publicTempDir is a fresh 0777 directory (t.TempDir's parents are 0700,
+// which neither nobody nor the embedded Postgres's user can enter).
+func publicTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rflow-dev-test-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o777))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
+// syncBuffer is a bytes.Buffer safe for a child's writes and our reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var (
+	bannerPostgres = regexp.MustCompile(`postgres  embedded, pid (\d+), data in (\S+)`)
+	bannerDatabase = regexp.MustCompile(`database  (postgres://\S+)`)
+	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?, chain id (\d+), (http://\S+)`)
+)
+
+func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string) {
+	dataHome := publicTempDir(t)
+	var stdout, stderr syncBuffer
+	cmd := exec.Command(bin, "dev", "--http", "127.0.0.1:0", "--chain", backend, "--emit-every", "1s")
+	cmd.Dir = dataHome
+	cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "XDG_DATA_HOME", "RFLOW_ANVIL"), "XDG_DATA_HOME="+dataHome)
+	anvil, anvilErr := anviltest.Binary()
+	if anvilErr == nil {
+		cmd.Env = append(cmd.Env, "RFLOW_ANVIL="+anvil)
+	}
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		cmd.Env = append(cmd.Env, "HOME="+dataHome)
+	}
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("rflow dev stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	})
+
+	// The banner names the database, the postgres pid and data directory,
+	// and the chain.
+	var pg, dbURL, ch []string
+	require.Eventually(t, func() bool {
+		out := stdout.String()
+		pg, dbURL, ch = bannerPostgres.FindStringSubmatch(out), bannerDatabase.FindStringSubmatch(out), bannerChain.FindStringSubmatch(out)
+		return pg != nil && dbURL != nil && ch != nil
+	}, 60*time.Second, 100*time.Millisecond, "no banner")
+	pgPid, _ := strconv.Atoi(pg[1])
+	dataDir := pg[2]
+	require.Equal(t, filepath.Join(dataHome, "rflow", "quickstart", "data"), dataDir)
+	chainPid, _ := strconv.Atoi(ch[2]) // 0 when the chain is in-process
+	switch {
+	case backend == devchain.BackendSimulated:
+		require.Equal(t, "simulated", ch[1])
+	case anvilErr == nil: // auto, with anvil installed
+		require.Equal(t, "anvil", ch[1])
+		require.NotZero(t, chainPid)
+	}
+	chainURL := strings.TrimPrefix(ch[4], "http://")
+
+	// Completed runs, through the CLI against the dev database.
+	var completed []map[string]any
+	require.Eventually(t, func() bool {
+		out, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "list", "--workflow", "on-deposit",
+			"--status", "completed", "-o", "json").Output()
+		if err != nil {
+			return false
+		}
+		completed = nil
+		return json.Unmarshal(out, &completed) == nil && len(completed) >= 2
+	}, 60*time.Second, 500*time.Millisecond, "no completed runs of on-deposit within 60s")
+	id := completed[0]["id"].(string)
+	out, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "show", id, "-o", "json").Output()
+	require.NoError(t, err)
+	var detail struct {
+		TriggerKind string `json:"trigger_kind"`
+		Steps       []struct {
+			Key    string `json:"step_key"`
+			Status string `json:"status"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal(out, &detail))
+	require.Equal(t, "event", detail.TriggerKind)
+	steps := map[string]string{}
+	for _, s := range detail.Steps {
+		steps[s.Key] = s.Status
+	}
+	require.Equal(t, "completed", steps["score"], "the http_call step")
+	require.Equal(t, "completed", steps["receipt"], "the notify step")
+	require.Contains(t, []string{"completed", "skipped"}, steps["large"])
+
+	// The live view showed the run step by step, and the local endpoint got
+	// its notification.
+	require.Eventually(t, func() bool {
+		out := stdout.String()
+		return strings.Contains(out, "run="+id+" workflow=on-deposit claimed key=") &&
+			strings.Contains(out, "run="+id+" step=score completed") &&
+			strings.Contains(out, "run="+id+" workflow=on-deposit completed") &&
+			strings.Contains(out, "handled by run "+id)
+	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
+
+	// SIGTERM stops everything within 10 s.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "rflow dev did not exit 0")
+	case <-time.After(10 * time.Second):
+		t.Fatal("rflow dev did not exit within 10s of SIGTERM")
+	}
+	require.NotContains(t, stderr.String(), "level=ERROR")
+	require.Eventually(t, func() bool { return gone(pgPid) }, 2*time.Second, 50*time.Millisecond, "postgres (pid %d) still running", pgPid)
+	require.Empty(t, processesMentioning(t, dataDir), "processes still use the data directory")
+	require.NoFileExists(t, filepath.Join(dataDir, "postmaster.pid"), "postgres did not shut down cleanly")
+	if chainPid != 0 {
+		require.Eventually(t, func() bool { return gone(chainPid) }, 2*time.Second, 50*time.Millisecond, "anvil (pid %d) still running", chainPid)
+	}
+	conn, err := net.DialTimeout("tcp", chainURL, time.Second)
+	if err == nil {
+		conn.Close()
+	}
+	require.Error(t, err, "the chain still answers on %s", chainURL)
+}
+
+// gone reports whether no process has pid.
+func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+// processesMentioning lists the pids whose command line contains s.
+func processesMentioning(t *testing.T, s string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var found []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		f, err := os.Open(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(f)
+		f.Close()
+		if cmdline := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(cmdline, s) {
+			found = append(found, fmt.Sprintf("%s: %s", e.Name(), cmdline))
+		}
+	}
+	return found
+}
+
+func withoutEnv(env []string, names ...string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		drop := false
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				drop = true
+			}
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package quickstart_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/examples/quickstart"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+func TestWrittenProjectValidatesStrict(t *testing.T) {
+	t.Parallel()
+	path, err := quickstart.WriteTo(t.TempDir())
+	require.NoError(t, err)
+	env := map[string]string{
+		quickstart.EnvRPC:        "http://127.0.0.1:8545",
+		quickstart.EnvChainID:    "1337",
+		quickstart.EnvContract:   "0x5FbDB2315678afecb367f032d93F642f64180aa3",
+		quickstart.EnvStartBlock: "0",
+		quickstart.EnvEndpoint:   "http://127.0.0.1:9999",
+	}
+	p, err := workflow.Load(path, workflow.LoadOptions{Strict: true, LookupEnv: func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "quickstart", p.Name)
+	require.EqualValues(t, 1337, p.Networks[0].ChainID)
+	wf := p.Workflow("on-deposit")
+	require.NotNil(t, wf)
+	require.NotNil(t, wf.Trigger.Event)
+
+	// Without the variables the error names them.
+	_, err = workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	require.ErrorContains(t, err, quickstart.EnvContract)
+}
+
+func TestABIMatchesTestContract(t *testing.T) {
+	t.Parallel()
+	want, err := os.ReadFile("../../testdata/contracts/Emitter.abi.json")
+	require.NoError(t, err)
+	got, err := quickstart.Files.ReadFile("abis/Emitter.json")
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got), "copy testdata/contracts/Emitter.abi.json to examples/quickstart/abis/Emitter.json again")
+}
