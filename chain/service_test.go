@@ -75,3 +75,33 @@ func startService(t *testing.T, p *pgxpool.Pool, cfg chain.Config) (stop func())
 	t.Cleanup(stop)
 	return stop
 }
+
+// A lease taken over behind a process's back fences it at once: it claims
+// nothing more until the lease is free again.
+func TestStolenLeaseFencesIngestion(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "wf")
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	deposit, err := chain.NewEvent(em.ABI, "Deposit")
+	require.NoError(t, err)
+	runService(t, pool, chain.Config{Owner: "A", LeaseTTL: 900 * time.Millisecond, Networks: []chain.Network{network(node.URL)},
+		Events: []chain.EventTrigger{{Workflow: "wf", Network: "local", Event: deposit, RunOn: chain.RunOnHead}}})
+	runs := func() int { return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) }
+	em.Deposit(1)
+	eventually(t, 10*time.Second, "the first claim", func() bool { return runs() == 1 })
+
+	ctx := context.Background()
+	_, err = pool.Exec(ctx, `UPDATE rflow.leases SET owner = 'thief', token = token + 1, expires_at = now() + interval '1 hour'
+		WHERE name = 'event/wf'`)
+	require.NoError(t, err)
+	em.Deposit(2)
+	time.Sleep(1500 * time.Millisecond)
+	require.Equal(t, 1, runs(), "a fenced process must not claim")
+
+	_, err = pool.Exec(ctx, `UPDATE rflow.leases SET expires_at = now() WHERE name = 'event/wf'`)
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "A back in charge", func() bool { return runs() == 2 })
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM rflow.leases WHERE name = 'event/wf' AND owner = 'A' AND token = 3`))
+}
