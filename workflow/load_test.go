@@ -271,3 +271,25 @@ func TestCompileSpecAfterJSONB(t *testing.T) {
 	require.Equal(t, w.Hash, got.Hash)
 	require.Equal(t, string(w.Spec), string(got.Spec))
 }
+
+func TestEnvRefsInFlowMappings(t *testing.T) {
+	t.Parallel()
+	// YAML forbids { and } in plain flow scalars; ${VAR} is allowed anyway.
+	wf := "name: w\ntrigger: { webhook: { secret: ${HOOK}, idempotency_key: \"${{ body.id }}\" } }\nsteps:\n  - { id: a, http_call: { url: \"https://${HOST}/x\", hmac_secret: ${MISSING} } }\n"
+	_, err := Load(writeProject(t, wf), LoadOptions{LookupEnv: lookup(map[string]string{"HOOK": "h", "HOST": "api.example"})})
+	var ds Diagnostics
+	require.True(t, errors.As(err, &ds))
+	require.Len(t, ds, 1)
+	require.True(t, strings.HasSuffix(ds[0].String(), "wf.yaml:4:66: environment variable MISSING is not set (referenced as ${MISSING})"), ds[0].String())
+
+	p, err := Load(writeProject(t, wf), LoadOptions{LookupEnv: lookup(map[string]string{"HOOK": "h", "HOST": "api.example", "MISSING": "m"})})
+	require.NoError(t, err)
+	w := p.Workflows[0]
+	require.Equal(t, "h", w.Trigger.Webhook.Secret.Reveal())
+	require.Equal(t, "m", w.Steps[0].HTTPCall.HMACSecret.Reveal())
+	url, err := w.Steps[0].HTTPCall.URL.String(nil)
+	require.NoError(t, err)
+	require.Equal(t, "https://api.example/x", url)
+	require.Contains(t, string(w.Spec), `"secret":"${HOOK}"`)
+	require.Contains(t, string(w.Spec), `"hmac_secret":"${MISSING}"`)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,7 +97,7 @@ const maxDepth = 200
 // parseYAML parses src (YAML or JSON) into one node per document. Syntax
 // errors are returned as diagnostics with the position the parser reported.
 func parseYAML(file string, src []byte) (docs []*node, ds Diagnostics) {
-	f, err := safeParse(src)
+	f, err := safeParse(protectEnvRefs(src))
 	if err != nil {
 		pos := Position{File: file, Line: 1, Col: 1}
 		msg := err.Error()
@@ -123,6 +124,32 @@ func parseYAML(file string, src []byte) (docs []*node, ds Diagnostics) {
 		}
 	}
 	return docs, nil
+}
+
+// ${VAR} references are written unquoted in flow mappings
+// ({ hmac_secret: ${API_SECRET} }), where YAML forbids '{' and '}' in plain
+// scalars. Before parsing, each reference is rewritten with private-use
+// runes of the same length (so columns stay exact) and restored in every
+// string the parser returns.
+const (
+	envOpen  = "\uE000\uE002"
+	envClose = "\uE001"
+)
+
+func protectEnvRefs(src []byte) []byte {
+	if !envRef.Match(src) {
+		return src
+	}
+	return envRef.ReplaceAll(src, []byte(envOpen+"${1}"+envClose))
+}
+
+var protectedRef = regexp.MustCompile(envOpen + `([A-Za-z_][A-Za-z0-9_]*)` + envClose)
+
+func restoreEnvRefs(s string) string {
+	if !strings.Contains(s, envOpen) {
+		return s
+	}
+	return protectedRef.ReplaceAllString(s, "$${$1}")
 }
 
 // safeParse runs the YAML parser, turning a panic inside it into an error:
@@ -182,12 +209,12 @@ func (c *converter) convert(n ast.Node, depth int) *node {
 		return c.fail(pos, "infinite and NaN numbers are not supported")
 	case *ast.StringNode:
 		quoted := n.Token != nil && (n.Token.Type == token.SingleQuoteType || n.Token.Type == token.DoubleQuoteType)
-		return &node{kind: nodeScalar, pos: pos, val: n.Value, quoted: quoted}
+		return &node{kind: nodeScalar, pos: pos, val: restoreEnvRefs(n.Value), quoted: quoted}
 	case *ast.LiteralNode:
 		if n.Value == nil {
 			return &node{kind: nodeScalar, pos: pos, val: ""}
 		}
-		return &node{kind: nodeScalar, pos: c.position(n.Value.Token), val: n.Value.Value, quoted: true}
+		return &node{kind: nodeScalar, pos: c.position(n.Value.Token), val: restoreEnvRefs(n.Value.Value), quoted: true}
 	case *ast.AnchorNode:
 		if name, ok := n.Name.(*ast.StringNode); ok && name != nil {
 			c.anchors[name.Value] = n.Value
