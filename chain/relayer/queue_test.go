@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -154,4 +155,31 @@ func TestDryRunSimulatesOnly(t *testing.T) {
 	require.Nil(t, got.Nonce)
 	require.Equal(t, before, tb.nonce(t))
 	require.Zero(t, tb.balance(t, to).Sign())
+}
+
+func TestCancelOrDeadlineBeforeBroadcastSendsNothing(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noClient: true})
+	ctx := context.Background()
+	before := tb.nonce(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: freshAddress(t), Value: big.NewInt(1)})
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 2), To: freshAddress(t), Value: big.NewInt(1), Deadline: time.Now().Add(-time.Second)})
+	ok, err := tb.r.Cancel(ctx, ext(t, 1))
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = tb.r.Cancel(ctx, "rflow:unknown")
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	tb.startClient(t, tb.r)
+	cancelled, expired := tb.waitFinal(t, ext(t, 1)), tb.waitFinal(t, ext(t, 2))
+	require.Equal(t, relayer.StatusCancelled, cancelled.Status)
+	require.Equal(t, relayer.StatusExpired, expired.Status)
+	for _, got := range []*relayer.Transaction{cancelled, expired} {
+		require.Nil(t, got.Nonce)
+		bs, err := tb.r.Broadcasts(ctx, got.TxID)
+		require.NoError(t, err)
+		require.Empty(t, bs)
+	}
+	require.Equal(t, before, tb.nonce(t))
 }
