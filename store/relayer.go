@@ -327,7 +327,8 @@ func SetRelayerTxFees(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, 
 // ReconcileNonce raises the stored next nonce of (address, chainID) to the
 // chain's pending nonce when the wallet was used outside the relayer, and
 // returns the result. It never lowers it: every nonce below it belongs to a
-// send that will consume it on chain (its own transaction or a no-op).
+// send that will consume it on chain (its own transaction or a no-op), and
+// only the send holding a nonce may give it back (FinishRelayerTx).
 func ReconcileNonce(ctx context.Context, q DBTX, address string, chainID int64, chainPending uint64) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `
