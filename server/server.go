@@ -83,7 +83,6 @@ type Server struct {
 	autoTTL   time.Duration
 	mux       *http.ServeMux
 	handler   http.Handler
-	now       func() time.Time
 	// txSlots bounds the transactions handlers hold at once to half the
 	// pool. Requests with one idempotency key queue on the ledger row while
 	// holding a connection; without the bound they could take every
@@ -102,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
-		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL, now: time.Now,
+		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -75,7 +75,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hook.Secret.IsSet() {
-		if aerr := verifySignature(hook.Secret, r.Header, body, s.now()); aerr != nil {
+		if aerr := verifySignature(hook.Secret, r.Header, body, time.Now()); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
