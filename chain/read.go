@@ -120,31 +120,42 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 }
 
 // readEvery polls the view once per Interval slot. The slot start (UTC,
-// RFC 3339) is the claim key; the cursor (chain 0, so reorgs leave it alone)
-// holds the last slot done in Unix milliseconds. Slots missed while no
-// process held the lease are skipped, like cron without catch_up.
+// RFC 3339) is the claim key; the cursor holds the last slot done in Unix
+// milliseconds. It belongs to the network so that a reorg serialises with
+// the claim; the reorg's rewind only makes the current slot be read again
+// (a no-op at the claim gate). Slots missed while no process held the lease
+// are skipped, like cron without catch_up.
 func (s *Service) readEvery(ctx context.Context, n *netState, t ReadTrigger, name string, lease store.Lease) error {
 	const phase = "tick"
 	for {
 		slot := time.Now().UTC().Truncate(t.Interval)
-		if err := s.readSlot(ctx, n, t, name, phase, lease, slot); err != nil && !errors.Is(err, errStale) {
+		next := time.Until(slot.Add(t.Interval))
+		err := s.readSlot(ctx, n, t, name, phase, lease, slot)
+		switch {
+		case errors.Is(err, errStale):
+			next = n.cfg.BlockPollInterval // read the slot again, after the reorg
+		case err != nil:
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Until(slot.Add(t.Interval))):
+		case <-time.After(next):
 		}
 	}
 }
 
 func (s *Service) readSlot(ctx context.Context, n *netState, t ReadTrigger, name, phase string, lease store.Lease, slot time.Time) error {
-	cursor, err := store.EnsureCursor(ctx, s.pool, name, phase, 0, -1)
+	cursor, err := store.EnsureCursor(ctx, s.pool, name, phase, n.cfg.ChainID, -1)
 	if err != nil {
 		return err
 	}
 	if slot.UnixMilli() <= cursor {
 		return nil
+	}
+	reorgID, err := store.LastReorgID(ctx, s.pool, n.cfg.ChainID)
+	if err != nil {
+		return err
 	}
 	head, ok, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
 	if err != nil || !ok {
@@ -166,6 +177,12 @@ func (s *Service) readSlot(ctx context.Context, n *netState, t ReadTrigger, name
 			return err
 		}
 		if cur != cursor {
+			return errStale
+		}
+		// As in cursorJob.step: a reorg since the read makes it stale.
+		if rid, err := store.LastReorgID(ctx, tx, n.cfg.ChainID); err != nil {
+			return err
+		} else if rid != reorgID {
 			return errStale
 		}
 		if ok {
