@@ -1,15 +1,24 @@
 package server_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/store"
 )
 
 // calls is a loopback endpoint counting requests per path; fail500 makes
@@ -124,4 +133,52 @@ func TestEndToEndRedeployAndRetry(t *testing.T) {
 
 	r = b.api(t, http.MethodPost, "/v1/runs/"+runB+"/retry", "retry-b-again", nil)
 	require.Equal(t, http.StatusConflict, r.status, "a completed run is not retried: %s", r.body)
+}
+
+// dyingEngine kills its own database session in the middle of the next
+// StartRunTx, after the run and its job were written but before commit: what
+// a process crash at the worst moment looks like to Postgres.
+type dyingEngine struct {
+	*jobs.Engine
+	die atomic.Bool
+}
+
+func (e *dyingEngine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid.UUID, bool, error) {
+	id, created, err := e.Engine.StartRunTx(ctx, tx, c)
+	if err == nil && e.die.CompareAndSwap(true, false) {
+		_, err = tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+		if err == nil {
+			err = errors.New("session survived pg_terminate_backend")
+		}
+	}
+	return id, created, err
+}
+
+// TestCrashBeforeCommitLeavesNothing: a command whose session dies before
+// commit leaves no run, no job and no ledger entry, and its retry with the
+// same Idempotency-Key makes exactly one run.
+func TestCrashBeforeCommitLeavesNothing(t *testing.T) {
+	t.Parallel()
+	var dying *dyingEngine
+	b := newBundle(t, projectYAML, false, func(c *server.Config) {
+		dying = &dyingEngine{Engine: c.Engine.(*jobs.Engine)}
+		dying.die.Store(true)
+		c.Engine = dying
+	})
+	body := []byte(`{"input": 1}`)
+	r := b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "crash-1", body)
+	require.Equal(t, http.StatusInternalServerError, r.status, "%s", r.body)
+	require.Equal(t, "internal", r.errorCode(t))
+	require.False(t, dying.die.Load(), "the session was killed")
+	require.Zero(t, b.runs(t))
+	require.Zero(t, b.ledger(t))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM river.river_job`))
+
+	r = b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "crash-1", body)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	require.Empty(t, r.header.Get(server.HeaderReplayed), "nothing was recorded to replay")
+	again := b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "crash-1", body)
+	require.Equal(t, r.body, again.body)
+	require.Equal(t, 1, b.runs(t))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM river.river_job`))
 }
