@@ -188,7 +188,8 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}()
 
-	rebalance := func() error {
+	// membership keeps this process counted among the live ones.
+	membership := func() error {
 		if member == nil {
 			ls, err := store.AcquireLeases(ctx, s.pool, s.cfg.Owner, []string{memberPrefix + s.cfg.Owner}, s.cfg.LeaseTTL, 1)
 			if err != nil {
@@ -198,15 +199,22 @@ func (s *Service) Run(ctx context.Context) error {
 				return fmt.Errorf("membership lease %s is held by another process with this owner id", s.cfg.Owner)
 			}
 			member = &ls[0]
-		} else if l, err := store.RenewLease(ctx, s.pool, *member, s.cfg.LeaseTTL); err != nil {
-			if errors.Is(err, store.ErrLeaseLost) {
-				member = nil
-			}
-			return err
-		} else {
-			member = &l
+			return nil
 		}
-		for name, r := range held {
+		l, err := store.RenewLease(ctx, s.pool, *member, s.cfg.LeaseTTL)
+		if errors.Is(err, store.ErrLeaseLost) {
+			member = nil
+		}
+		if err != nil {
+			return err
+		}
+		member = &l
+		return nil
+	}
+
+	rebalance := func() error {
+		memberErr := membership()
+		for name, r := range held { // renew even when membership failed
 			l, err := store.RenewLease(ctx, s.pool, r.lease, s.cfg.LeaseTTL)
 			if errors.Is(err, store.ErrLeaseLost) {
 				s.log.Warn("lease lost; stopping task", "lease", name)
@@ -217,6 +225,9 @@ func (s *Service) Run(ctx context.Context) error {
 				return err
 			}
 			r.lease = l
+		}
+		if memberErr != nil {
+			return memberErr // no rebalancing without being counted
 		}
 		live, err := store.LiveLeases(ctx, s.pool, memberPrefix)
 		if err != nil {
