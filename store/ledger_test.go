@@ -232,3 +232,49 @@ func TestDeleteExpiredUsesExpiryIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, fmt.Sprint(plan), "idempotency_keys_expires", "cleanup must walk the expiry index")
 }
+
+// TestLedgerClaimRacesCleanup: a claim of an expired key that the cleanup
+// is deleting at that moment waits for it and then owns a fresh entry.
+func TestLedgerClaimRacesCleanup(t *testing.T) {
+	t.Parallel()
+	b := setupLedger(t)
+	c := store.LedgerClaim{Scope: "v1", Key: "k", RequestHash: "h", TTL: 100 * time.Millisecond}
+	_, owned, err := b.claim(t, c, "old", false)
+	require.NoError(t, err)
+	require.True(t, owned)
+	time.Sleep(200 * time.Millisecond)
+
+	cleaner, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	defer cleaner.Rollback(b.ctx)
+	n, err := store.DeleteExpiredIdempotencyKeys(b.ctx, cleaner, 10)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+
+	type result struct {
+		entry *store.LedgerEntry
+		owned bool
+		err   error
+	}
+	done := make(chan result, 1)
+	c.TTL = time.Hour
+	c.RequestHash = "h2"
+	go func() {
+		e, owned, err := b.claim(t, c, "new", false)
+		done <- result{e, owned, err}
+	}()
+	select {
+	case <-done:
+		t.Fatal("the claim must wait for the cleaner's delete")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, cleaner.Commit(b.ctx))
+	res := <-done
+	require.NoError(t, res.err)
+	require.True(t, res.owned)
+
+	e, owned, err := b.claim(t, c, "newer", false)
+	require.NoError(t, err)
+	require.False(t, owned)
+	require.Equal(t, "new", string(e.Response))
+}
