@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
@@ -41,6 +42,12 @@ func TestQueueTxConfirms(t *testing.T) {
 	require.Equal(t, 0, value.Cmp(tb.balance(t, to)))
 	require.Equal(t, before+1, tb.nonce(t))
 	require.Equal(t, 1, tb.finalCalls(ext(t, 1)))
+
+	byID, err := tb.r.GetByTxID(context.Background(), queued.TxID)
+	require.NoError(t, err)
+	require.Equal(t, got, byID)
+	_, err = tb.r.GetByTxID(context.Background(), uuid.New())
+	require.ErrorIs(t, err, relayer.ErrNotFound)
 
 	rc, err := tb.eth.TransactionReceipt(context.Background(), got.Hash)
 	require.NoError(t, err)

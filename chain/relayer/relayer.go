@@ -338,6 +338,18 @@ func (r *Relayer) Get(ctx context.Context, externalID string) (*Transaction, err
 	return fromRow(row)
 }
 
+// GetByTxID returns the send with the stable id txID, or ErrNotFound.
+func (r *Relayer) GetByTxID(ctx context.Context, txID uuid.UUID) (*Transaction, error) {
+	row, err := store.RelayerTxByID(ctx, r.cfg.Pool, txID)
+	if errors.Is(err, store.ErrRelayerTxNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("relayer: get %s: %w", txID, err)
+	}
+	return fromRow(row)
+}
+
 // Cancel asks for an in-flight send to be cancelled: a send not yet
 // broadcast ends cancelled at once (by its job); one in the mempool is
 // replaced by a same-nonce no-op and ends cancelled if the no-op is mined
