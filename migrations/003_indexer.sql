@@ -50,4 +50,4 @@ CREATE TABLE indexer.reorgs (
     orphaned_runs integer     NOT NULL DEFAULT 0,
     detected_at   timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX reorgs_chain ON indexer.reorgs (chain_id, detected_at DESC);
+CREATE INDEX reorgs_chain ON indexer.reorgs (chain_id, id);
