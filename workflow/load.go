@@ -470,3 +470,30 @@ func parseABI(src []byte) (a *abi.ABI, err error) {
 	}
 	return &parsed, nil
 }
+
+// ProjectName reads only the name of the project file at path (with ${VAR}
+// substitution), without checking the rest: commands that need the name
+// before a full load (the embedded database's data directory) use it.
+func ProjectName(path string, lookupEnv func(string) (string, bool)) (string, error) {
+	src, err := readFile(path)
+	if err != nil {
+		return "", err
+	}
+	docs, ds := parseYAML(path, src)
+	if len(ds) > 0 {
+		return "", ds
+	}
+	if len(docs) != 1 {
+		return "", fmt.Errorf("%s: the project file must hold exactly one YAML document", path)
+	}
+	l := newLoader(lookupEnv)
+	n := docs[0].get("name")
+	if n.isNull() {
+		return "", fmt.Errorf("%s: the project has no name", path)
+	}
+	name := l.str(n, "name")
+	if len(l.all) > 0 {
+		return "", l.all
+	}
+	return name, nil
+}

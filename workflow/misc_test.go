@@ -76,3 +76,19 @@ workflows:
 		path + `:7:14: include "flows/*.yaml" matches no files`,
 	}, msgs)
 }
+
+func TestProjectName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("name: ${P}-ops\nworkflows: [{ broken\n"), 0o600))
+	_, err := ProjectName(path, lookup(nil))
+	require.Error(t, err, "a file that does not parse has no name")
+
+	require.NoError(t, os.WriteFile(path, []byte("name: ${P}-ops\nworkflows: [{ name: not checked }]\n"), 0o600))
+	name, err := ProjectName(path, lookup(map[string]string{"P": "vault"}))
+	require.NoError(t, err)
+	require.Equal(t, "vault-ops", name)
+	_, err = ProjectName(path, lookup(nil))
+	require.ErrorContains(t, err, "environment variable P is not set")
+}
