@@ -109,3 +109,31 @@ func testChain(t *testing.T, opts devchain.Options, chainID int64) *devchain.Cha
 	require.Error(t, err, "the chain still answers after Close")
 	return c
 }
+
+// Attach deploys on a node it did not start and leaves it running on Close.
+func TestAttach(t *testing.T) {
+	t.Parallel()
+	if _, err := anviltest.Binary(); err != nil {
+		t.Skip(err)
+	}
+	n := anviltest.Start(t, anviltest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := devchain.Attach(ctx, n.URL, devchain.Options{EmitEvery: -1})
+	require.NoError(t, err)
+	require.Equal(t, devchain.BackendExternal, c.Backend)
+	require.EqualValues(t, anviltest.ChainID, c.ChainID)
+	require.Zero(t, c.Pid)
+
+	tx, err := c.Deposit(ctx, big.NewInt(42))
+	require.NoError(t, err)
+	client := n.Client()
+	require.Eventually(t, func() bool {
+		r, err := client.TransactionReceipt(ctx, tx)
+		return err == nil && len(r.Logs) == 1 && r.Logs[0].Address == c.Contract
+	}, 10*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, c.Close())
+	_, err = client.ChainID(ctx)
+	require.NoError(t, err, "Close stopped a node it did not start")
+}

@@ -53,6 +53,16 @@ func devCommand() *cli.Command {
 }
 
 func runDev(c *cli.Context) error {
+	err := dev(c)
+	if err != nil && c.Context.Err() != nil {
+		// Ctrl-C while starting up (initdb, migrations) is a stop, not a
+		// failure: nothing ran yet, and everything started is shut down.
+		return nil
+	}
+	return err
+}
+
+func dev(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("dev takes no arguments")
 	}

@@ -18,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/devchain"
+	"github.com/rflow-dev/rflow/store"
 )
 
 // TestDevRunsQuickstart runs `rflow dev` as a child process on a fresh
@@ -251,4 +253,94 @@ func withoutEnv(env []string, names ...string) []string {
 		}
 	}
 	return out
+}
+
+// rflow start without a database URL runs the same embedded Postgres, says
+// where its data lives and that a database URL is the production setting,
+// and stops it on SIGTERM.
+func TestStartEmbeddedPostgresSaysWhereDataLives(t *testing.T) {
+	t.Parallel()
+	dataHome := publicTempDir(t)
+	project := filepath.Join(dataHome, "rflow.yaml")
+	require.NoError(t, os.WriteFile(project, []byte(`
+name: embedded-check
+workflows:
+  - name: ping
+    trigger: { manual: {} }
+    steps:
+      - id: done
+        noop: {}
+`), 0o644))
+	var stdout, stderr syncBuffer
+	cmd := exec.Command(rflowBin, "start", "-c", project)
+	cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "XDG_DATA_HOME"), "XDG_DATA_HOME="+dataHome)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	dataDir := filepath.Join(dataHome, "rflow", "embedded-check", "data")
+	require.Eventually(t, func() bool {
+		return strings.Contains(stderr.String(), "embedded postgres, data in "+dataDir+" (for production, set --database-url / DATABASE_URL)")
+	}, 60*time.Second, 100*time.Millisecond, "stderr: %s", stderr.String())
+	require.Eventually(t, func() bool { return len(processesMentioning(t, dataDir)) > 0 }, 10*time.Second, 50*time.Millisecond)
+	require.FileExists(t, filepath.Join(dataDir, "PG_VERSION"))
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), `msg="rflow started"`) },
+		60*time.Second, 100*time.Millisecond, "stderr: %s", stderr.String())
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatal("rflow start did not exit within 10s of SIGTERM")
+	}
+	require.Eventually(t, func() bool { return len(processesMentioning(t, dataDir)) == 0 }, 2*time.Second, 50*time.Millisecond,
+		"postgres still running: %v", processesMentioning(t, dataDir))
+}
+
+func TestDevViewFormats(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("01a22c94-2585-7a9f-98eb-7e207ec38c27")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	done := at.Add(250 * time.Millisecond)
+	run := &store.Run{ID: id, Workflow: "on-deposit", TriggerKey: "1337:0xabc:0", Status: store.RunCompleted,
+		CreatedAt: at, UpdatedAt: done, FinishedAt: &done}
+	started, finished := at.Add(10*time.Millisecond), at.Add(14*time.Millisecond)
+	step := &store.StepRun{RunID: id, Key: "score", Status: store.StepCompleted, CreatedAt: at, StartedAt: &started, FinishedAt: &finished}
+	boom := "POST http://x/dev/echo: unexpected status 500"
+	failed := &store.StepRun{RunID: id, Key: "large", Status: store.StepFailed, CreatedAt: at, FinishedAt: &finished, Error: &boom}
+
+	var plain bytes.Buffer
+	v := newDevView(&plain)
+	require.False(t, v.tty, "a buffer is not a terminal")
+	v.claimed(run)
+	v.step(run, step)
+	v.step(run, failed)
+	v.runStatus(run)
+	v.notify("hello")
+	require.Equal(t, strings.Join([]string{
+		"03:04:05.000 run=" + id.String() + " workflow=on-deposit claimed key=1337:0xabc:0",
+		"03:04:05.014 run=" + id.String() + " step=score completed took=4ms",
+		"03:04:05.014 run=" + id.String() + ` step=large failed error="` + boom + `"`,
+		"03:04:05.250 run=" + id.String() + " workflow=on-deposit completed took=250ms",
+	}, "\n")+"\n", strings.SplitAfter(plain.String(), "\n")[0]+strings.Join(strings.SplitAfter(plain.String(), "\n")[1:4], ""))
+	require.Contains(t, plain.String(), `notify text="hello"`)
+	require.NotContains(t, plain.String(), "\x1b[", "no escape codes off a terminal")
+
+	var tidy bytes.Buffer
+	v = &devView{w: &tidy, tty: true}
+	v.claimed(run)
+	v.step(run, step)
+	v.step(run, failed)
+	v.runStatus(run)
+	out := tidy.String()
+	require.Contains(t, out, "▸")
+	require.Contains(t, out, "01a22c94")
+	require.NotContains(t, out, id.String(), "a terminal gets short run ids")
+	require.Contains(t, out, "✓")
+	require.Contains(t, out, "✗")
+	require.Contains(t, out, "in 250ms")
+	require.Equal(t, 4, strings.Count(out, "\n"))
 }
