@@ -43,7 +43,12 @@ type Expr struct {
 func (e *Expr) Source() string { return e.src }
 
 // Pos returns where the expression starts in the project.
-func (e *Expr) Pos() Position { return e.pos }
+func (e *Expr) Pos() Position {
+	if e == nil {
+		return Position{}
+	}
+	return e.pos
+}
 
 // String returns the expression as written: "${{ source }}".
 func (e *Expr) String() string { return "${{ " + e.src + " }}" }
@@ -114,7 +119,12 @@ type templatePart struct {
 }
 
 // Pos returns where the value is written.
-func (v *Value) Pos() Position { return v.pos }
+func (v *Value) Pos() Position {
+	if v == nil {
+		return Position{}
+	}
+	return v.pos
+}
 
 // Literal returns the value when it holds no expression.
 func (v *Value) Literal() (any, bool) {

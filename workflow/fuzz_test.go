@@ -75,6 +75,11 @@ func FuzzParseWorkflow(f *testing.F) {
 	for _, w := range p.Workflows {
 		f.Add(w.Spec)
 	}
+	refund, err := os.ReadFile("../testdata/projects/reference/workflows/refund.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(refund)
 	f.Fuzz(func(t *testing.T, src []byte) {
 		defer watchdog(string(src), 10*time.Second)()
 		w, err := ParseWorkflow(p, "body.yaml", src)

@@ -392,7 +392,7 @@ func (l *loader) contract(n *node) {
 	if nw := m["network"]; !nw.isNull() {
 		c.Network = l.networkRef(nw, "network")
 	} else if c.Network = l.defaultNetwork(); c.Network == "" {
-		l.errorf(n.pos, "contract %s: network is required when the project has %d networks", c.Name, len(l.p.Networks))
+		l.errorf(n.pos, "contract %s: %s", c.Name, needNetwork(len(l.p.Networks)))
 	}
 	if a := l.required(m, n, "address", "contract "+c.Name); a != nil {
 		if s, ok := l.scalar(a, "address"); ok {
@@ -496,4 +496,12 @@ func ProjectName(path string, lookupEnv func(string) (string, bool)) (string, er
 		return "", l.all
 	}
 	return name, nil
+}
+
+// needNetwork explains why a network: key is required.
+func needNetwork(networks int) string {
+	if networks == 0 {
+		return "network is required, and the project declares no networks"
+	}
+	return fmt.Sprintf("network is required when the project has %d networks", networks)
 }

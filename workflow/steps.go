@@ -252,7 +252,7 @@ func (l *loader) send(ctx *wfCtx, s *Step, n *node, sc *scope) *Send {
 	} else if c != nil {
 		sd.Network = c.Network
 	} else if sd.Network = l.defaultNetwork(); sd.Network == "" {
-		l.errorf(n.pos, "send: network is required when the project has %d networks", len(l.p.Networks))
+		l.errorf(n.pos, "send: %s", needNetwork(len(l.p.Networks)))
 	}
 	if to := m["to"]; !to.isNull() {
 		if c != nil {
@@ -430,7 +430,7 @@ func (l *loader) foreach(ctx *wfCtx, s *Step, n *node, m map[string]*node, sc *s
 		switch fe.Items.typ.kind {
 		case tList:
 			itemT = fe.Items.typ.elem
-		case tAny, tMap:
+		case tAny:
 		default:
 			l.errorf(fe.Items.pos, "foreach needs a list; ${{ %s }} is %s", fe.Items.src, fe.Items.typ.name)
 		}

@@ -314,7 +314,7 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 	if nn := m["network"]; !nn.isNull() {
 		bt.Network = l.networkRef(nn, "network")
 	} else if bt.Network = l.defaultNetwork(); bt.Network == "" {
-		l.errorf(n.pos, "block trigger: network is required when the project has %d networks", len(l.p.Networks))
+		l.errorf(n.pos, "block trigger: %s", needNetwork(len(l.p.Networks)))
 	}
 	if e := m["every"]; !e.isNull() {
 		if v, ok := l.integer(e, "every", 1, math.MaxInt32); ok {
