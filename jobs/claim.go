@@ -47,7 +47,7 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 
 // start plans the beginning of a fresh run.
 func (e *Engine) start(ctx context.Context, tx pgx.Tx, run *store.Run) (*advance, error) {
-	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func (e *Engine) cronTriggers(ctx context.Context) (map[string]*workflow.CronTri
 	}
 	out := map[string]*workflow.CronTrigger{}
 	for _, r := range rows {
-		p, err := e.plan(ctx, r.Name, r.Generation)
+		p, err := e.plan(ctx, e.pool, r.Name, r.Generation)
 		if err != nil {
 			e.logger.Warn("cron: cannot compile workflow", "workflow", r.Name, "err", err)
 			continue

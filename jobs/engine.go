@@ -294,7 +294,7 @@ func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow,
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.plan(ctx, name, row.Generation)
+	p, err := e.plan(ctx, e.pool, name, row.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +302,9 @@ func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow,
 }
 
 // plan returns the compiled plan of one generation of a workflow, compiling
-// it from the stored spec on first use.
-func (e *Engine) plan(ctx context.Context, name string, generation int64) (*plan, error) {
+// it from the stored spec on first use. db is the caller's transaction when
+// it has one, so a lookup never waits for a second connection.
+func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generation int64) (*plan, error) {
 	key := fmt.Sprintf("%s@%d", name, generation)
 	e.plansMu.Lock()
 	p := e.plans[key]
@@ -311,7 +312,7 @@ func (e *Engine) plan(ctx context.Context, name string, generation int64) (*plan
 	if p != nil {
 		return p, nil
 	}
-	spec, err := store.WorkflowSpec(ctx, e.pool, name, generation)
+	spec, err := store.WorkflowSpec(ctx, db, name, generation)
 	if err != nil {
 		return nil, err
 	}

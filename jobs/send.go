@@ -293,7 +293,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if step == nil || step.Attempt != attempt || step.Status != store.StepWaiting {
 		return nil // a stale attempt: its outcome no longer matters
 	}
-	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 	if err != nil {
 		return err
 	}

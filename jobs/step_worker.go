@@ -73,7 +73,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		// failed, skipped or cancelled: nothing left to do.
 		return nil
 	}
-	p, err := e.plan(ctx, run.Workflow, run.Generation)
+	p, err := e.plan(ctx, e.pool, run.Workflow, run.Generation)
 	if err != nil {
 		return err
 	}
