@@ -246,18 +246,6 @@ func CheckRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64) (*
 	return t, nil
 }
 
-// HandOffRelayerTx passes a send from job fromJob to job toJob. It reports
-// false, changing nothing, when fromJob no longer drives the send or the send
-// is final.
-func HandOffRelayerTx(ctx context.Context, q DBTX, txID uuid.UUID, fromJob, toJob int64) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET job_id = $3, checked_at = now(), updated_at = now()
-		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')`, txID, fromJob, toJob)
-	if err != nil {
-		return false, fmt.Errorf("hand relayer tx %s to job %d: %w", txID, toJob, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // RelayerTxGas is the gas a send will be signed with.
 type RelayerTxGas struct {
 	GasLimit       int64

@@ -162,9 +162,6 @@ func TestFinishRelayerTxIsFencedOnTheJob(t *testing.T) {
 	checked, err = store.CheckRelayerTx(ctx, pool, row.TxID, 7)
 	require.NoError(t, err)
 	require.Equal(t, row.TxID, checked.TxID)
-	moved, err := store.HandOffRelayerTx(ctx, pool, row.TxID, 8, 9)
-	require.NoError(t, err)
-	require.False(t, moved, "only the driving job hands off")
 
 	finish := func(job int64, status string) *store.RelayerTx {
 		var out *store.RelayerTx

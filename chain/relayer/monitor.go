@@ -10,7 +10,6 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/rflow-dev/rflow/store"
@@ -24,20 +23,7 @@ const cancelGas = 21_000
 // if its nonce was used by a transaction rflow did not send, heal; else
 // cancel at the deadline or on request, bump stuck fees, or re-send bytes
 // the node did not take. Then snooze until the next poll.
-func (r *Relayer) monitor(ctx context.Context, job *river.Job[MonitorArgs]) error {
-	row, err := r.owned(ctx, job.Args.TxID, job.ID)
-	if err != nil || row == nil {
-		return err
-	}
-	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
-	if err != nil {
-		// The send may be in the mempool: never give up on it for a
-		// configuration problem; wait for a process that knows the wallet.
-		return r.later(ctx, row.TxID, job.ID, err)
-	}
-	if row.Nonce == nil {
-		return handOff(ctx, r, job, row.TxID, BroadcastArgs{TxID: row.TxID}, func(pgx.Tx) error { return nil })
-	}
+func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx) error {
 	nonce := uint64(*row.Nonce)
 
 	bs, err := store.RelayerBroadcasts(ctx, r.cfg.Pool, row.TxID)
@@ -159,7 +145,7 @@ func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast 
 // mined handles a receipt for broadcast bc: record it, and once it has the
 // confirmations asked for, finish the send (confirmed, or failed when it
 // reverted; expired or cancelled when the no-op won).
-func (r *Relayer) mined(ctx context.Context, job *river.Job[MonitorArgs], row *store.RelayerTx, bc store.RelayerBroadcast, rc *types.Receipt, b Backend) error {
+func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, bc store.RelayerBroadcast, rc *types.Receipt, b Backend) error {
 	rec := &store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
 		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
 	// A receipt is one confirmation; more need the head.
@@ -198,7 +184,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[MonitorArgs], row *s
 // send had reached the mempool, someone replaced it on purpose and it ends
 // replaced (re-sending could double-pay); otherwise it gets a new nonce and
 // goes out again, unless cancelled or past its deadline.
-func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
+func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
 	msg := fmt.Sprintf("nonce %d was used by a transaction rflow did not send", *row.Nonce)
 	switch {
 	case cur != nil && cur.SentAt != nil:
@@ -215,7 +201,7 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[MonitorArgs], w
 // chain's pending nonce, which skips whatever someone else holds) and sends
 // it there. Its bytes at the old nonce can never be mined once that nonce
 // is someone else's, so this is still one transaction.
-func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, why string) error {
+func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, why string) error {
 	pending, err := b.PendingNonceAt(ctx, w.Address())
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
@@ -312,7 +298,7 @@ func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend
 // than outbid it (it may be an operator's own), the send moves to a new
 // nonce. Any other refusal is retried, with a fee bump once BumpAfter has
 // passed (the node may want more than the base fee the send offers).
-func (r *Relayer) resend(ctx context.Context, job *river.Job[MonitorArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
+func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
 	signed, err := decodeRaw(cur.Raw)
 	if err != nil {
 		return err

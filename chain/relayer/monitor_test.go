@@ -313,7 +313,7 @@ func TestPeriodicRecoveryResumesLostJob(t *testing.T) {
 	to := freshAddress(t)
 	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(4)})
 	// The send's job is lost (say an operator deleted it in River UI).
-	tag, err := tb.pool.Exec(ctx, `DELETE FROM river.river_job WHERE kind = 'relayer_broadcast'`)
+	tag, err := tb.pool.Exec(ctx, `DELETE FROM river.river_job WHERE kind = 'relayer_send'`)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), tag.RowsAffected())
 	time.Sleep(400 * time.Millisecond)

@@ -29,7 +29,7 @@ type RecoverResult struct {
 // at boot and periodically. It first reconciles each wallet's stored next
 // nonce with the chain's pending nonce on every network (raising it when the
 // wallet was used outside rflow), then gives each in-flight send that no
-// worker has checked for Config.StaleAfter a fresh broadcast or monitor job.
+// worker has checked for Config.StaleAfter a fresh send job.
 // A node that does not answer is logged and counted, not an error: one
 // network being down must not stop a boot. Errors are database errors.
 // The old job, if it ever runs again, finds it no longer drives the send and
@@ -121,12 +121,8 @@ func (r *Relayer) resume(ctx context.Context, row *store.RelayerTx, cutoff time.
 		if cur.Final() || !cur.CheckedAt.Before(cutoff) {
 			return nil
 		}
-		var next river.JobArgs = MonitorArgs{TxID: cur.TxID}
-		if cur.Nonce == nil {
-			next = BroadcastArgs{TxID: cur.TxID}
-		}
 		resumed = true
-		return r.startJob(ctx, tx, cur.TxID, next)
+		return r.startJob(ctx, tx, cur.TxID)
 	})
 	if err != nil {
 		return false, fmt.Errorf("resume send %s: %w", row.ExternalID, err)

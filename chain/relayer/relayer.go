@@ -4,15 +4,15 @@
 //
 // A send is a row in relayer.transactions, inserted with ON CONFLICT
 // (external_id) DO NOTHING inside the caller's database transaction together
-// with a River job. The broadcast job simulates it (eth_estimateGas; a revert
-// fails it with the decoded reason and sends nothing), reserves a nonce under
-// a row lock and persists it before signing, records the signed bytes, and
-// sends them. The monitor job then polls for the receipt and confirmations,
-// bumps fees at the same nonce when it is stuck (new hash, same tx_id), heals
-// a nonce someone else used, and expires or cancels a send with a same-nonce
-// no-op. Every step is safe to repeat after a crash: a reserved nonce always
-// belongs to its send, and re-sending recorded bytes cannot make a second
-// transaction.
+// with its River job (SendArgs). The job's first run simulates the send
+// (eth_estimateGas; a revert fails it with the decoded reason and sends
+// nothing), reserves a nonce under a row lock and persists it before
+// signing, records the signed bytes, and sends them. Its later runs, one per
+// poll, look for the receipt and confirmations, bump fees at the same nonce
+// when the send is stuck (new hash, same tx_id), heal a nonce someone else
+// used, and expire or cancel a send with a same-nonce no-op. Every step is
+// safe to repeat after a crash: a reserved nonce always belongs to its send,
+// and re-sending recorded bytes cannot make a second transaction.
 //
 //	workers := river.NewWorkers()
 //	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: wallets, Networks: networks, OnFinal: resume})
@@ -301,7 +301,7 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 		return nil, false, err
 	}
 	if created {
-		if err := r.startJob(ctx, tx, row.TxID, BroadcastArgs{TxID: row.TxID}); err != nil {
+		if err := r.startJob(ctx, tx, row.TxID); err != nil {
 			return nil, false, err
 		}
 		r.crashAt("relayer.after-queue")
@@ -310,11 +310,11 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 	return t, created, err
 }
 
-// startJob inserts a job for a send in tx and makes it the send's driver.
-func (r *Relayer) startJob(ctx context.Context, tx pgx.Tx, txID uuid.UUID, args river.JobArgs) error {
-	res, err := r.river.InsertTx(ctx, tx, args, r.insertOpts())
+// startJob inserts a send job in tx and makes it the send's driver.
+func (r *Relayer) startJob(ctx context.Context, tx pgx.Tx, txID uuid.UUID) error {
+	res, err := r.river.InsertTx(ctx, tx, SendArgs{TxID: txID}, r.insertOpts())
 	if err != nil {
-		return fmt.Errorf("relayer: enqueue %s for %s: %w", args.Kind(), txID, err)
+		return fmt.Errorf("relayer: enqueue send job for %s: %w", txID, err)
 	}
 	return store.SetRelayerTxJob(ctx, tx, txID, res.Job.ID)
 }

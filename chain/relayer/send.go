@@ -22,53 +22,56 @@ import (
 // jobTimeout bounds one run of a relayer job: a few RPC calls and a commit.
 const jobTimeout = 30 * time.Second
 
-// BroadcastArgs is the job that takes a queued send to its first broadcast:
-// simulate, reserve a nonce, sign, record, send. It then hands the send to a
-// MonitorArgs job.
-type BroadcastArgs struct {
+// SendArgs is the job that drives one send from queued to final. Its first
+// run broadcasts (simulate, reserve a nonce, sign, record, send); later runs
+// monitor (receipts, confirmations, bumps, healing), snoozing between polls,
+// so one job lives for the whole wait and a snooze uses no attempts.
+type SendArgs struct {
 	TxID uuid.UUID `json:"tx_id"`
 }
 
 // Kind is the River job kind.
-func (BroadcastArgs) Kind() string { return "relayer_broadcast" }
+func (SendArgs) Kind() string { return "relayer_send" }
 
-// MonitorArgs is the job that follows a broadcast send to a final state. It
-// polls by snoozing itself, so one job lives for the whole wait.
-type MonitorArgs struct {
-	TxID uuid.UUID `json:"tx_id"`
-}
-
-// Kind is the River job kind.
-func (MonitorArgs) Kind() string { return "relayer_monitor" }
-
-// AddWorkers registers the relayer's workers: broadcast, monitor and the
+// AddWorkers registers the relayer's workers: the send job and the
 // periodic recovery (see PeriodicJobs).
 func (r *Relayer) AddWorkers(w *river.Workers) {
-	river.AddWorker(w, &broadcastWorker{r: r})
-	river.AddWorker(w, &monitorWorker{r: r})
+	river.AddWorker(w, &sendWorker{r: r})
 	river.AddWorker(w, &recoverWorker{r: r})
 }
 
-type broadcastWorker struct {
-	river.WorkerDefaults[BroadcastArgs]
+type sendWorker struct {
+	river.WorkerDefaults[SendArgs]
 	r *Relayer
 }
 
-func (w *broadcastWorker) Timeout(*river.Job[BroadcastArgs]) time.Duration { return jobTimeout }
+func (w *sendWorker) Timeout(*river.Job[SendArgs]) time.Duration { return jobTimeout }
 
-func (w *broadcastWorker) Work(ctx context.Context, job *river.Job[BroadcastArgs]) error {
-	return w.r.broadcast(ctx, job)
+func (w *sendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
+	return w.r.work(ctx, job)
 }
 
-type monitorWorker struct {
-	river.WorkerDefaults[MonitorArgs]
-	r *Relayer
-}
-
-func (w *monitorWorker) Timeout(*river.Job[MonitorArgs]) time.Duration { return jobTimeout }
-
-func (w *monitorWorker) Work(ctx context.Context, job *river.Job[MonitorArgs]) error {
-	return w.r.monitor(ctx, job)
+// work moves a send one step: the broadcast while it has no nonce, else one
+// monitor poll.
+func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
+	row, err := r.owned(ctx, job.Args.TxID, job.ID)
+	if err != nil || row == nil {
+		return err
+	}
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		if row.Nonce != nil {
+			// A nonce is reserved (and the send may be in the mempool):
+			// only this send may use it, so wait for a process that knows
+			// the wallet and network.
+			return r.later(ctx, row.TxID, job.ID, err)
+		}
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
+	}
+	if row.Nonce == nil {
+		return r.broadcast(ctx, job, w, b, row)
+	}
+	return r.monitor(ctx, job, w, b, row)
 }
 
 // owned loads the send a job works on and notes the job looked at it. It
@@ -79,69 +82,56 @@ func (r *Relayer) owned(ctx context.Context, txID uuid.UUID, jobID int64) (*stor
 	return store.CheckRelayerTx(ctx, r.cfg.Pool, txID, jobID)
 }
 
-func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) error {
-	row, err := r.owned(ctx, job.Args.TxID, job.ID)
-	if err != nil || row == nil {
+// broadcast takes a send without a nonce to its first broadcast: simulate
+// (a revert or a refusal fails it, nothing sent), quote fees, reserve a
+// nonce (persisted before signing), sign, record the bytes, send. Whatever
+// the node answers, the next poll takes it from there.
+func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx) error {
+	switch {
+	case row.CancelRequestedAt != nil:
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
+	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
+	}
+	sim, err := estimate(ctx, b, callMsg(row))
+	if err != nil {
+		return r.later(ctx, row.TxID, job.ID, err)
+	}
+	simJSON, err := json.Marshal(sim)
+	if err != nil {
 		return err
 	}
-	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
-	if err != nil {
-		if row.Nonce != nil {
-			// A nonce is reserved: only this send may use it, so wait for a
-			// process that knows the wallet and network.
-			return r.later(ctx, row.TxID, job.ID, err)
-		}
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
+	if row.DryRun {
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerSimulated, Error: sim.Reason(), Simulation: simJSON})
 	}
-	var signed *types.Transaction
-	if row.Nonce == nil {
-		switch {
-		case row.CancelRequestedAt != nil:
-			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
-		case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
-			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
-		}
-		sim, err := estimate(ctx, b, callMsg(row))
-		if err != nil {
-			return r.later(ctx, row.TxID, job.ID, err)
-		}
-		simJSON, err := json.Marshal(sim)
-		if err != nil {
-			return err
-		}
-		if row.DryRun {
-			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerSimulated, Error: sim.Reason(), Simulation: simJSON})
-		}
-		if sim.Failed() {
-			r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
-			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
-		}
-		gasLimit := sim.GasEstimate + sim.GasEstimate/5
-		if row.GasLimit != nil {
-			gasLimit = uint64(*row.GasLimit)
-		}
-		f, err := r.market(ctx, uint64(row.ChainID), b, gasLimit)
-		if err != nil {
-			return r.later(ctx, row.TxID, job.ID, err)
-		}
-		limit := row.FeeCap
-		if limit == nil {
-			limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
-		}
-		pending, err := b.PendingNonceAt(ctx, w.Address())
-		if err != nil {
-			return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
-		}
-		r.crashAt("relayer.before-nonce")
-		if row, err = r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
-			return err
-		}
-		r.crashAt("relayer.after-nonce")
-		// A nonce this fresh has no bytes recorded for it yet.
-		if signed, err = r.signRecord(ctx, w, row, "send", rowFees(row)); err != nil {
-			return err
-		}
-	} else if signed, err = r.current(ctx, w, row); err != nil {
+	if sim.Failed() {
+		r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
+		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
+	}
+	gasLimit := sim.GasEstimate + sim.GasEstimate/5
+	if row.GasLimit != nil {
+		gasLimit = uint64(*row.GasLimit)
+	}
+	f, err := r.market(ctx, uint64(row.ChainID), b, gasLimit)
+	if err != nil {
+		return r.later(ctx, row.TxID, job.ID, err)
+	}
+	limit := row.FeeCap
+	if limit == nil {
+		limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
+	}
+	pending, err := b.PendingNonceAt(ctx, w.Address())
+	if err != nil {
+		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
+	}
+	r.crashAt("relayer.before-nonce")
+	if row, err = r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
+		return err
+	}
+	r.crashAt("relayer.after-nonce")
+	// A nonce this fresh has no bytes recorded for it yet.
+	signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
+	if err != nil {
 		return err
 	}
 	r.crashAt("relayer.before-send")
@@ -150,9 +140,10 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[BroadcastArgs]) 
 	if class == sendInsufficientFunds {
 		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
 	}
-	return handOff(ctx, r, job, row.TxID, MonitorArgs{TxID: row.TxID}, func(tx pgx.Tx) error {
-		return r.recordSend(ctx, tx, row.TxID, job.ID, signed.Hash(), class, sendErr)
-	})
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+		return err
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
 }
 
 func callMsg(row *store.RelayerTx) ethereum.CallMsg {
@@ -263,7 +254,7 @@ func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause 
 // finish completes job and moves the send to a final status in one
 // transaction, running the FinalHook inside it. A stale job (the send is
 // final already or driven by another job) only completes itself.
-func finish[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T], txID uuid.UUID, f store.RelayerFinal) error {
+func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], txID uuid.UUID, f store.RelayerFinal) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -291,36 +282,10 @@ func finish[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T],
 	return tx.Commit(ctx)
 }
 
-// handOff completes job and, if the job still drives the send, applies
-// update and starts next as the send's new driver, all in one transaction.
-// A job that no longer drives the send just completes.
-func handOff[T river.JobArgs](ctx context.Context, r *Relayer, job *river.Job[T], txID uuid.UUID, next river.JobArgs, update func(pgx.Tx) error) error {
-	tx, err := r.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := completeFirst(ctx, tx, job); err != nil {
-		return err
-	}
-	if err := update(tx); err != nil {
-		return err
-	}
-	res, err := r.river.InsertTx(ctx, tx, next, r.insertOpts())
-	if err != nil {
-		return fmt.Errorf("relayer: enqueue %s for %s: %w", next.Kind(), txID, err)
-	}
-	ok, err := store.HandOffRelayerTx(ctx, tx, txID, job.ID, res.Job.ID)
-	if err != nil || !ok {
-		return err // !ok: roll back the new job; River completes this one
-	}
-	return tx.Commit(ctx)
-}
-
 // completeFirst marks the job completed in tx; it must come first in the
 // transaction (it locks the job row), and the transaction may only commit if
 // the job really is completed now (River may have rescued it meanwhile).
-func completeFirst[T river.JobArgs](ctx context.Context, tx pgx.Tx, job *river.Job[T]) error {
+func completeFirst(ctx context.Context, tx pgx.Tx, job *river.Job[SendArgs]) error {
 	done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 	if err != nil {
 		return fmt.Errorf("complete job %d: %w", job.ID, err)
