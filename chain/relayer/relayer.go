@@ -266,7 +266,7 @@ func fromRow(row *store.RelayerTx) (*Transaction, error) {
 	return t, nil
 }
 
-// QueueTx records req and enqueues its broadcast job, both in tx, the
+// QueueTx records req and enqueues its send job, both in tx, the
 // caller's transaction: commit it to send, roll it back and nothing
 // happened. A request whose ExternalID was queued before returns that send
 // and created=false, and enqueues nothing; the earlier send's fields win.
