@@ -11,6 +11,7 @@ package devchain
 import (
 	"context"
 	"crypto/ecdsa"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,8 +41,12 @@ const (
 )
 
 // devKeyHex is anvil's first dev account (mnemonic "test test … junk"): a
-// public, well-known key, funded by anvil and by the simulated genesis.
+// public, well-known key, funded by anvil and by the simulated genesis. It
+// deploys the Emitter and emits the Deposits.
 const devKeyHex = "ac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"
+
+// walletFunds is what each session's wallet account is given.
+var walletFunds = new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18))
 
 // Options configure Start and Attach.
 type Options struct {
@@ -90,6 +95,12 @@ type Chain struct {
 	// Pid is the anvil process id, or 0 when the chain is in-process or
 	// external.
 	Pid int
+	// WalletKey is the hex private key of an account made for this chain
+	// and funded with 100 ether, for a workflow's send wallet. A fresh
+	// account per session keeps a relayer's persisted nonces for an earlier
+	// (gone) dev chain from ever meeting this one, and never races the
+	// Deposits this package sends. It is a throwaway dev key.
+	WalletKey string
 
 	opts   Options
 	client *ethclient.Client
@@ -112,13 +123,14 @@ func Start(ctx context.Context, opts Options) (*Chain, error) {
 			backend = BackendAnvil
 		}
 	}
-	var (
-		n   *node
-		err error
-	)
+	wallet, err := crypto.GenerateKey()
+	if err != nil {
+		return nil, fmt.Errorf("wallet key: %w", err)
+	}
+	var n *node
 	switch backend {
 	case BackendSimulated:
-		n, err = startSimulated(opts.BlockTime)
+		n, err = startSimulated(opts.BlockTime, crypto.PubkeyToAddress(wallet.PublicKey))
 	case BackendAnvil:
 		n, err = startAnvil(ctx, opts.Anvil, opts.BlockTime)
 	default:
@@ -127,7 +139,7 @@ func Start(ctx context.Context, opts Options) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := attach(ctx, n, backend, opts)
+	c, err := attach(ctx, n, backend, wallet, backend != BackendSimulated, opts)
 	if err != nil {
 		_ = n.stop()
 		return nil, err
@@ -139,7 +151,11 @@ func Start(ctx context.Context, opts Options) (*Chain, error) {
 // (which the node must have funded, as anvil and a geth --dev node do) and
 // emits Deposits on a timer until Close. Close leaves the node running.
 func Attach(ctx context.Context, url string, opts Options) (*Chain, error) {
-	return attach(ctx, &node{url: url, stop: func() error { return nil }}, BackendExternal, opts.withDefaults())
+	wallet, err := crypto.GenerateKey()
+	if err != nil {
+		return nil, fmt.Errorf("wallet key: %w", err)
+	}
+	return attach(ctx, &node{url: url, stop: func() error { return nil }}, BackendExternal, wallet, true, opts.withDefaults())
 }
 
 // node is a started node: where it answers and how to stop it.
@@ -149,7 +165,10 @@ type node struct {
 	stop func() error
 }
 
-func attach(ctx context.Context, n *node, backend string, opts Options) (*Chain, error) {
+// attach deploys the Emitter on n, funds wallet from the dev key when
+// fund is set (the simulated genesis already holds its funds), and starts
+// the Deposit timer.
+func attach(ctx context.Context, n *node, backend string, wallet *ecdsa.PrivateKey, fund bool, opts Options) (*Chain, error) {
 	client, err := ethclient.DialContext(ctx, n.url)
 	if err != nil {
 		return nil, fmt.Errorf("dial dev chain %s: %w", n.url, err)
@@ -165,9 +184,16 @@ func attach(ctx context.Context, n *node, backend string, opts Options) (*Chain,
 		client.Close()
 		return nil, fmt.Errorf("deploy the Emitter contract on %s: %w", n.url, err)
 	}
+	if fund {
+		if err := s.transfer(ctx, crypto.PubkeyToAddress(wallet.PublicKey), walletFunds); err != nil {
+			client.Close()
+			return nil, fmt.Errorf("fund the wallet account on %s: %w", n.url, err)
+		}
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Chain{URL: n.url, ChainID: id.Int64(), Contract: addr, Backend: backend, Pid: n.pid,
-		opts: opts, client: client, sender: s, stop: n.stop, cancel: cancel}
+		WalletKey: hex.EncodeToString(crypto.FromECDSA(wallet)),
+		opts:      opts, client: client, sender: s, stop: n.stop, cancel: cancel}
 	if opts.EmitEvery > 0 {
 		c.wg.Add(1)
 		go func() { defer c.wg.Done(); c.emitLoop(runCtx) }()

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -73,6 +74,7 @@ func testChain(t *testing.T, opts devchain.Options, chainID int64) *devchain.Cha
 	code, err := client.CodeAt(ctx, c.Contract, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, code, "no Emitter code at %s", c.Contract)
+	requireFundedWallet(t, client, c.WalletKey)
 
 	parsed, err := abi.JSON(bytes.NewReader(devchain.EmitterABI()))
 	require.NoError(t, err)
@@ -133,7 +135,21 @@ func TestAttach(t *testing.T) {
 		return err == nil && len(r.Logs) == 1 && r.Logs[0].Address == c.Contract
 	}, 10*time.Second, 50*time.Millisecond)
 
+	requireFundedWallet(t, client, c.WalletKey)
+
 	require.NoError(t, c.Close())
 	_, err = client.ChainID(ctx)
 	require.NoError(t, err, "Close stopped a node it did not start")
+}
+
+// requireFundedWallet checks the session's wallet holds 100 ether.
+func requireFundedWallet(t *testing.T, client *ethclient.Client, keyHex string) {
+	t.Helper()
+	key, err := crypto.HexToECDSA(keyHex)
+	require.NoError(t, err)
+	addr := crypto.PubkeyToAddress(key.PublicKey)
+	require.NotEqual(t, devchain.DevAddress(), addr)
+	bal, err := client.BalanceAt(context.Background(), addr, nil)
+	require.NoError(t, err)
+	require.Equal(t, "100000000000000000000", bal.String())
 }

@@ -72,6 +72,22 @@ func (s *sender) deploy(ctx context.Context) (common.Address, error) {
 	return r.ContractAddress, nil
 }
 
+// transfer sends value to to and waits until it is mined.
+func (s *sender) transfer(ctx context.Context, to common.Address, value *big.Int) error {
+	tx, err := s.sendValue(ctx, &to, value, nil)
+	if err != nil {
+		return err
+	}
+	r, err := s.waitMined(ctx, tx, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	if r.Status != types.ReceiptStatusSuccessful {
+		return fmt.Errorf("transfer %s failed", tx.Hex())
+	}
+	return nil
+}
+
 // call sends a transaction calling method on to.
 func (s *sender) call(ctx context.Context, to common.Address, method string, args ...any) (common.Hash, error) {
 	data, err := s.abi.Pack(method, args...)
@@ -84,6 +100,10 @@ func (s *sender) call(ctx context.Context, to common.Address, method string, arg
 // send signs an EIP-1559 transaction with the next nonce and sends it. A
 // failed send forgets the nonce, so the next one asks the node again.
 func (s *sender) send(ctx context.Context, to *common.Address, data []byte) (common.Hash, error) {
+	return s.sendValue(ctx, to, nil, data)
+}
+
+func (s *sender) sendValue(ctx context.Context, to *common.Address, value *big.Int, data []byte) (common.Hash, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.nonce == nil {
@@ -102,13 +122,13 @@ func (s *sender) send(ctx context.Context, to *common.Address, data []byte) (com
 		return common.Hash{}, fmt.Errorf("gas tip: %w", err)
 	}
 	feeCap := new(big.Int).Add(tip, new(big.Int).Mul(head.BaseFee, big.NewInt(2)))
-	gas, err := s.client.EstimateGas(ctx, ethereum.CallMsg{From: s.from, To: to, Data: data})
+	gas, err := s.client.EstimateGas(ctx, ethereum.CallMsg{From: s.from, To: to, Value: value, Data: data})
 	if err != nil {
 		return common.Hash{}, fmt.Errorf("estimate gas: %w", err)
 	}
 	tx := types.NewTx(&types.DynamicFeeTx{
 		ChainID: s.chainID, Nonce: *s.nonce, GasTipCap: tip, GasFeeCap: feeCap,
-		Gas: gas + gas/4, To: to, Data: data,
+		Gas: gas + gas/4, To: to, Value: value, Data: data,
 	})
 	signed, err := types.SignTx(tx, types.LatestSignerForChainID(s.chainID), s.key)
 	if err != nil {

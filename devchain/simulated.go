@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
@@ -17,8 +18,9 @@ import (
 var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 
 // startSimulated runs go-ethereum's simulated backend with its node's HTTP
-// JSON-RPC server on a loopback port, and seals a block every blockTime.
-func startSimulated(blockTime time.Duration) (*node, error) {
+// JSON-RPC server on a loopback port, and seals a block every blockTime. The
+// dev key and wallet are funded at genesis.
+func startSimulated(blockTime time.Duration, wallet common.Address) (*node, error) {
 	var lastErr error
 	// The port is picked before the node listens on it; another process can
 	// take it in between, so try a few.
@@ -27,7 +29,7 @@ func startSimulated(blockTime time.Duration) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
-		sim, err := newBackend(port)
+		sim, err := newBackend(port, wallet)
 		if err != nil {
 			lastErr = err
 			continue
@@ -66,13 +68,13 @@ func startSimulated(blockTime time.Duration) (*node, error) {
 // newBackend builds the simulated backend serving HTTP on port. The
 // simulated package panics when its node cannot start (e.g. the port was
 // taken); that is returned as an error.
-func newBackend(port int) (sim *simulated.Backend, err error) {
+func newBackend(port int, wallet common.Address) (sim *simulated.Backend, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("simulated backend on port %d: %v", port, r)
 		}
 	}()
-	alloc := types.GenesisAlloc{DevAddress(): {Balance: devFunds}}
+	alloc := types.GenesisAlloc{DevAddress(): {Balance: devFunds}, wallet: {Balance: walletFunds}}
 	return simulated.NewBackend(alloc, func(nc *gethnode.Config, _ *ethconfig.Config) {
 		nc.HTTPHost = "127.0.0.1"
 		nc.HTTPPort = port

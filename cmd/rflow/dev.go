@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +37,8 @@ func devCommand() *cli.Command {
 			"emits Deposit events, and the examples/quickstart workflows, and prints runs as they go.\n" +
 			"--database-url uses your database instead. --rpc uses your node instead of the dev chain: the\n" +
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
-			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched.\n" +
+			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +
+			"(and RFLOW_DEV_WALLET_KEY must name a funded key for the send step).\n" +
 			"Ctrl-C or SIGTERM stops everything.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8080", Usage: "serve /healthz (and the API) on this address"},
@@ -109,6 +111,11 @@ func dev(c *cli.Context) error {
 		quickstart.EnvStartBlock: strconv.FormatUint(ch.startBlock, 10),
 		quickstart.EnvEndpoint:   endpoint.url,
 	}
+	// The send step's wallet: an account funded for this session, unless
+	// --contract watches your own (then RFLOW_DEV_WALLET_KEY names a key).
+	if ch.walletKey != "" {
+		vars[quickstart.EnvWalletKey] = ch.walletKey
+	}
 	project, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(k string) (string, bool) {
 		if v, ok := vars[k]; ok {
 			return v, true
@@ -158,6 +165,7 @@ type devChain struct {
 	contract   common.Address
 	startBlock uint64
 	pid        int
+	walletKey  string // empty: from the environment
 	close      func()
 }
 
@@ -179,17 +187,21 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 			desc += fmt.Sprintf(" (pid %d)", ch.Pid)
 		}
 		return &devChain{desc: desc, url: ch.URL, chainID: ch.ChainID, contract: ch.Contract, pid: ch.Pid,
-			close: func() { _ = ch.Close() }}, nil
+			walletKey: ch.WalletKey, close: func() { _ = ch.Close() }}, nil
 	case contract == "":
 		ch, err := devchain.Attach(ctx, rpcURL, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%w (to watch an Emitter you deployed yourself, pass --contract)", err)
 		}
 		return &devChain{desc: "your node, Emitter deployed by rflow dev", url: ch.URL, chainID: ch.ChainID,
-			contract: ch.Contract, close: func() { _ = ch.Close() }}, nil
+			contract: ch.Contract, walletKey: ch.WalletKey, close: func() { _ = ch.Close() }}, nil
 	default:
 		if !common.IsHexAddress(contract) {
 			return nil, usagef("--contract %q is not an address", contract)
+		}
+		if os.Getenv(quickstart.EnvWalletKey) == "" {
+			return nil, usagef("with --contract, set %s to the hex private key of an account your node funds (the quickstart's send step uses it)",
+				quickstart.EnvWalletKey)
 		}
 		client, err := ethclient.DialContext(ctx, rpcURL)
 		if err != nil {
@@ -420,11 +432,16 @@ func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, since time.Time,
 		if err != nil {
 			return err
 		}
+		var changed []*store.StepRun
 		for _, s := range steps {
 			if w.steps[s.Key] != s.Status && settledStep(s.Status) {
 				w.steps[s.Key] = s.Status
-				v.step(r, s)
+				changed = append(changed, s)
 			}
+		}
+		slices.SortStableFunc(changed, func(a, b *store.StepRun) int { return stepTime(a).Compare(stepTime(b)) })
+		for _, s := range changed {
+			v.step(r, s)
 		}
 		if r.Status != w.status {
 			w.status = r.Status
@@ -448,6 +465,17 @@ func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, since time.Time,
 	return nil
 }
 
+// stepTime is when a step last changed, as far as the journal says.
+func stepTime(s *store.StepRun) time.Time {
+	switch {
+	case s.FinishedAt != nil:
+		return *s.FinishedAt
+	case s.StartedAt != nil:
+		return *s.StartedAt
+	}
+	return s.CreatedAt
+}
+
 func settledStep(status string) bool {
 	switch status {
 	case store.StepCompleted, store.StepFailed, store.StepSkipped, store.StepRetrying, store.StepWaiting, store.StepCancelled:
@@ -466,10 +494,7 @@ func (v *devView) claimed(r *store.Run) {
 }
 
 func (v *devView) step(r *store.Run, s *store.StepRun) {
-	at := s.CreatedAt
-	if s.FinishedAt != nil {
-		at = *s.FinishedAt
-	}
+	at := stepTime(s)
 	took := ""
 	if s.StartedAt != nil && s.FinishedAt != nil {
 		took = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()

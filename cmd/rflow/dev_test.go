@@ -150,36 +150,33 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 	}
 	chainURL := strings.TrimPrefix(ch[4], "http://")
 
-	// Completed runs, through the CLI against the dev database.
-	var completed []map[string]any
+	// Completed runs, through the CLI against the dev database, until one
+	// took every step: the http_call, both notifies and the send.
+	var id string
 	require.Eventually(t, func() bool {
 		out, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "list", "--workflow", "on-deposit",
 			"--status", "completed", "-o", "json").Output()
 		if err != nil {
 			return false
 		}
-		completed = nil
-		return json.Unmarshal(out, &completed) == nil && len(completed) >= 2
-	}, 60*time.Second, 500*time.Millisecond, "no completed runs of on-deposit within 60s")
-	id := completed[0]["id"].(string)
-	out, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "show", id, "-o", "json").Output()
-	require.NoError(t, err)
-	var detail struct {
-		TriggerKind string `json:"trigger_kind"`
-		Steps       []struct {
-			Key    string `json:"step_key"`
-			Status string `json:"status"`
-		} `json:"steps"`
-	}
-	require.NoError(t, json.Unmarshal(out, &detail))
-	require.Equal(t, "event", detail.TriggerKind)
-	steps := map[string]string{}
-	for _, s := range detail.Steps {
-		steps[s.Key] = s.Status
-	}
-	require.Equal(t, "completed", steps["score"], "the http_call step")
-	require.Equal(t, "completed", steps["receipt"], "the notify step")
-	require.Contains(t, []string{"completed", "skipped"}, steps["large"])
+		var completed []struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(out, &completed) != nil {
+			return false
+		}
+		for _, r := range completed {
+			steps := runSteps(t, bin, dbURL[1], r.ID)
+			require.Equal(t, "completed", steps["score"], "the http_call step of run %s", r.ID)
+			require.Equal(t, "completed", steps["receipt"], "the notify step of run %s", r.ID)
+			require.Contains(t, []string{"completed", "skipped"}, steps["thank"], "the send step of run %s", r.ID)
+			if steps["large"] == "completed" && steps["thank"] == "completed" {
+				id = r.ID
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 500*time.Millisecond, "no run of on-deposit completed all its steps within 60s")
 
 	// The live view showed the run step by step, and the local endpoint got
 	// its notification.
@@ -190,6 +187,8 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 			strings.Contains(out, "run="+id+" workflow=on-deposit completed") &&
 			strings.Contains(out, "handled by run "+id)
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
+
+	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
 
 	// SIGTERM stops everything within 10 s.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -211,6 +210,27 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 		conn.Close()
 	}
 	require.Error(t, err, "the chain still answers on %s", chainURL)
+}
+
+// runSteps returns the status of each step of a run, from rflow runs show.
+func runSteps(t *testing.T, bin, dbURL, id string) map[string]string {
+	t.Helper()
+	out, err := exec.Command(bin, "--database-url", dbURL, "runs", "show", id, "-o", "json").Output()
+	require.NoError(t, err)
+	var detail struct {
+		TriggerKind string `json:"trigger_kind"`
+		Steps       []struct {
+			Key    string `json:"step_key"`
+			Status string `json:"status"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal(out, &detail))
+	require.Equal(t, "event", detail.TriggerKind)
+	steps := map[string]string{}
+	for _, s := range detail.Steps {
+		steps[s.Key] = s.Status
+	}
+	return steps
 }
 
 // gone reports whether no process has pid.

@@ -23,6 +23,7 @@ const (
 	EnvContract   = "RFLOW_DEV_CONTRACT"    // the Emitter's address
 	EnvStartBlock = "RFLOW_DEV_START_BLOCK" // where event ingestion starts
 	EnvEndpoint   = "RFLOW_DEV_ENDPOINT"    // base URL serving /dev/echo and /dev/notify
+	EnvWalletKey  = "RFLOW_DEV_WALLET_KEY"  // hex private key of the funded wallet the send step uses
 )
 
 // WriteTo writes the project into dir (created if needed) and returns the

@@ -20,6 +20,7 @@ func TestWrittenProjectValidatesStrict(t *testing.T) {
 		quickstart.EnvContract:   "0x5FbDB2315678afecb367f032d93F642f64180aa3",
 		quickstart.EnvStartBlock: "0",
 		quickstart.EnvEndpoint:   "http://127.0.0.1:9999",
+		quickstart.EnvWalletKey:  "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
 	}
 	p, err := workflow.Load(path, workflow.LoadOptions{Strict: true, LookupEnv: func(k string) (string, bool) {
 		v, ok := env[k]
