@@ -229,7 +229,7 @@ func (a *advance) startRun(ctx context.Context, tx pgx.Tx) error {
 // runFrom continues a thread of the run at l, evaluating pure steps until
 // it parks at a side effect or the thread ends.
 func (a *advance) runFrom(ctx context.Context, tx pgx.Tx, l loc) error {
-	for jumps := 0; ; jumps++ {
+	for {
 		if l.n == nil {
 			return nil
 		}
