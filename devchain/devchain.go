@@ -130,7 +130,7 @@ func Start(ctx context.Context, opts Options) (*Chain, error) {
 	var n *node
 	switch backend {
 	case BackendSimulated:
-		n, err = startSimulated(opts.BlockTime, crypto.PubkeyToAddress(wallet.PublicKey))
+		n, err = startSimulated(opts.BlockTime)
 	case BackendAnvil:
 		n, err = startAnvil(ctx, opts.Anvil, opts.BlockTime)
 	default:
@@ -139,7 +139,7 @@ func Start(ctx context.Context, opts Options) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := attach(ctx, n, backend, wallet, backend != BackendSimulated, opts)
+	c, err := attach(ctx, n, backend, wallet, opts)
 	if err != nil {
 		_ = n.stop()
 		return nil, err
@@ -155,7 +155,7 @@ func Attach(ctx context.Context, url string, opts Options) (*Chain, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wallet key: %w", err)
 	}
-	return attach(ctx, &node{url: url, stop: func() error { return nil }}, BackendExternal, wallet, true, opts.withDefaults())
+	return attach(ctx, &node{url: url, stop: func() error { return nil }}, BackendExternal, wallet, opts.withDefaults())
 }
 
 // node is a started node: where it answers and how to stop it.
@@ -165,10 +165,11 @@ type node struct {
 	stop func() error
 }
 
-// attach deploys the Emitter on n, funds wallet from the dev key when
-// fund is set (the simulated genesis already holds its funds), and starts
-// the Deposit timer.
-func attach(ctx context.Context, n *node, backend string, wallet *ecdsa.PrivateKey, fund bool, opts Options) (*Chain, error) {
+// attach deploys the Emitter on n, funds wallet from the dev key, and
+// starts the Deposit timer. (The wallet is funded by a transfer, not at
+// genesis, so the simulated chain's genesis, and hence block 0, is the same
+// in every session.)
+func attach(ctx context.Context, n *node, backend string, wallet *ecdsa.PrivateKey, opts Options) (*Chain, error) {
 	client, err := ethclient.DialContext(ctx, n.url)
 	if err != nil {
 		return nil, fmt.Errorf("dial dev chain %s: %w", n.url, err)
@@ -184,11 +185,9 @@ func attach(ctx context.Context, n *node, backend string, wallet *ecdsa.PrivateK
 		client.Close()
 		return nil, fmt.Errorf("deploy the Emitter contract on %s: %w", n.url, err)
 	}
-	if fund {
-		if err := s.transfer(ctx, crypto.PubkeyToAddress(wallet.PublicKey), walletFunds); err != nil {
-			client.Close()
-			return nil, fmt.Errorf("fund the wallet account on %s: %w", n.url, err)
-		}
+	if err := s.transfer(ctx, crypto.PubkeyToAddress(wallet.PublicKey), walletFunds); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("fund the wallet account on %s: %w", n.url, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c := &Chain{URL: n.url, ChainID: id.Int64(), Contract: addr, Backend: backend, Pid: n.pid,

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
@@ -19,8 +18,8 @@ var devFunds = new(big.Int).Mul(big.NewInt(10_000), big.NewInt(1e18))
 
 // startSimulated runs go-ethereum's simulated backend with its node's HTTP
 // JSON-RPC server on a loopback port, and seals a block every blockTime. The
-// dev key and wallet are funded at genesis.
-func startSimulated(blockTime time.Duration, wallet common.Address) (*node, error) {
+// dev key is funded at genesis.
+func startSimulated(blockTime time.Duration) (*node, error) {
 	var lastErr error
 	// The port is picked before the node listens on it; another process can
 	// take it in between, so try a few.
@@ -29,7 +28,7 @@ func startSimulated(blockTime time.Duration, wallet common.Address) (*node, erro
 		if err != nil {
 			return nil, err
 		}
-		sim, err := newBackend(port, wallet)
+		sim, err := newBackend(port)
 		if err != nil {
 			lastErr = err
 			continue
@@ -68,13 +67,13 @@ func startSimulated(blockTime time.Duration, wallet common.Address) (*node, erro
 // newBackend builds the simulated backend serving HTTP on port. The
 // simulated package panics when its node cannot start (e.g. the port was
 // taken); that is returned as an error.
-func newBackend(port int, wallet common.Address) (sim *simulated.Backend, err error) {
+func newBackend(port int) (sim *simulated.Backend, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("simulated backend on port %d: %v", port, r)
 		}
 	}()
-	alloc := types.GenesisAlloc{DevAddress(): {Balance: devFunds}, wallet: {Balance: walletFunds}}
+	alloc := types.GenesisAlloc{DevAddress(): {Balance: devFunds}}
 	return simulated.NewBackend(alloc, func(nc *gethnode.Config, _ *ethconfig.Config) {
 		nc.HTTPHost = "127.0.0.1"
 		nc.HTTPPort = port

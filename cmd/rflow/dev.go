@@ -68,8 +68,19 @@ func dev(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("dev takes no arguments")
 	}
-	if c.String("contract") != "" && c.String("rpc") == "" {
-		return usagef("--contract needs --rpc (the dev chain deploys its own Emitter)")
+	if contract := c.String("contract"); contract != "" {
+		switch {
+		case c.String("rpc") == "":
+			return usagef("--contract needs --rpc (the dev chain deploys its own Emitter)")
+		case !common.IsHexAddress(contract):
+			return usagef("--contract %q is not an address", contract)
+		case os.Getenv(quickstart.EnvWalletKey) == "":
+			return usagef("with --contract, set %s to the hex private key of an account your node funds (the quickstart's send step uses it)",
+				quickstart.EnvWalletKey)
+		}
+	}
+	if c.Duration("emit-every") <= 0 {
+		return usagef("--emit-every must be positive")
 	}
 	logger := devLogger(c)
 	view := newDevView(c.App.Writer)
@@ -172,9 +183,6 @@ type devChain struct {
 func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *slog.Logger) (*devChain, error) {
 	opts := devchain.Options{Backend: c.String("chain"), EmitEvery: c.Duration("emit-every"), Logger: logger,
 		OnDeposit: view.deposit}
-	if c.Duration("emit-every") < 0 {
-		return nil, usagef("--emit-every must be positive")
-	}
 	rpcURL, contract := c.String("rpc"), c.String("contract")
 	switch {
 	case rpcURL == "":
@@ -196,13 +204,6 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 		return &devChain{desc: "your node, Emitter deployed by rflow dev", url: ch.URL, chainID: ch.ChainID,
 			contract: ch.Contract, walletKey: ch.WalletKey, close: func() { _ = ch.Close() }}, nil
 	default:
-		if !common.IsHexAddress(contract) {
-			return nil, usagef("--contract %q is not an address", contract)
-		}
-		if os.Getenv(quickstart.EnvWalletKey) == "" {
-			return nil, usagef("with --contract, set %s to the hex private key of an account your node funds (the quickstart's send step uses it)",
-				quickstart.EnvWalletKey)
-		}
 		client, err := ethclient.DialContext(ctx, rpcURL)
 		if err != nil {
 			return nil, fmt.Errorf("dial %s: %w", rpcURL, err)
@@ -263,7 +264,7 @@ func startDevEndpoint(view *devView) (*devEndpoint, error) {
 			http.Error(w, `{"error":"body must be a JSON object"}`, http.StatusBadRequest)
 			return
 		}
-		view.notify(body.Text)
+		view.notify(r.Header.Get("Idempotency-Key"), body.Text)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -284,7 +285,17 @@ type devView struct {
 	mu  sync.Mutex
 	w   io.Writer
 	tty bool
+
+	// notes holds notifications the local endpoint received, by the
+	// request's Idempotency-Key (<run id>:<step key>), until the step's line
+	// is printed: the view polls the journal, so the request comes first.
+	notesMu sync.Mutex
+	notes   map[string][]string
 }
+
+// maxNotes bounds notes kept for steps the view never prints (runs claimed
+// before it started).
+const maxNotes = 1000
 
 func newDevView(w io.Writer) *devView {
 	v := &devView{w: w}
@@ -364,18 +375,37 @@ func (v *devView) deposit(tx common.Hash, amount *big.Int) {
 	v.printf("%s chain deposit amount=%s tx=%s", v.stamp(time.Now()), amt, tx.Hex())
 }
 
-func (v *devView) notify(text string) {
-	if v.tty {
-		v.printf("%s %s %s", v.stamp(time.Now()), v.color(ansiYell, "✉"), text)
-		return
+// notify keeps a notification for the line of the step that sent it.
+func (v *devView) notify(key, text string) {
+	v.notesMu.Lock()
+	defer v.notesMu.Unlock()
+	if v.notes == nil || len(v.notes) >= maxNotes {
+		v.notes = map[string][]string{}
 	}
-	v.printf("%s notify text=%q", v.stamp(time.Now()), text)
+	v.notes[key] = append(v.notes[key], text)
+}
+
+// takeNotes returns and forgets the notifications a step sent.
+func (v *devView) takeNotes(run uuid.UUID, step string) []string {
+	v.notesMu.Lock()
+	defer v.notesMu.Unlock()
+	key := run.String() + ":" + step
+	n := v.notes[key]
+	delete(v.notes, key)
+	return n
 }
 
 // formatEther prints wei as ether with up to 4 decimals.
 func formatEther(wei *big.Int) string {
 	r := new(big.Rat).SetFrac(wei, oneEther)
 	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
+}
+
+// shortID is the end of a run id: its random part (the start of a UUIDv7 is
+// a timestamp, the same for runs claimed together).
+func shortID(id uuid.UUID) string {
+	s := id.String()
+	return s[len(s)-8:]
 }
 
 func short(s string, n int) string {
@@ -487,7 +517,7 @@ func settledStep(status string) bool {
 func (v *devView) claimed(r *store.Run) {
 	if v.tty {
 		v.printf("%s %s %s %s  claimed  %s", v.stamp(r.CreatedAt), v.color(ansiCyan, "▸"), v.color(ansiBold, r.Workflow),
-			v.color(ansiDim, r.ID.String()[:8]), v.color(ansiDim, short(r.TriggerKey, 40)))
+			v.color(ansiDim, shortID(r.ID)), v.color(ansiDim, short(r.TriggerKey, 40)))
 		return
 	}
 	v.printf("%s run=%s workflow=%s claimed key=%s", v.stamp(r.CreatedAt), r.ID, r.Workflow, r.TriggerKey)
@@ -514,6 +544,9 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 			detail = strings.TrimSpace(s.Status + " " + errText)
 		}
 		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
+		for _, n := range v.takeNotes(r.ID, s.Key) {
+			v.printf("%s       %s %s", v.stamp(at), v.color(ansiYell, "✉"), n)
+		}
 		return
 	}
 	line := fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status)
@@ -522,6 +555,9 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 	}
 	if errText != "" {
 		line += fmt.Sprintf(" error=%q", errText)
+	}
+	for _, n := range v.takeNotes(r.ID, s.Key) {
+		line += fmt.Sprintf(" notify=%q", n)
 	}
 	v.printf("%s", line)
 }
@@ -551,7 +587,7 @@ func (v *devView) runStatus(r *store.Run) {
 		if took != "" {
 			detail = "in " + detail
 		}
-		v.printf("%s %s %s %s  %s %s", v.stamp(at), mark, v.color(ansiBold, r.Workflow), v.color(ansiDim, r.ID.String()[:8]),
+		v.printf("%s %s %s %s  %s %s", v.stamp(at), mark, v.color(ansiBold, r.Workflow), v.color(ansiDim, shortID(r.ID)),
 			word, v.color(ansiDim, detail))
 		return
 	}

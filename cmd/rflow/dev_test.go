@@ -185,7 +185,7 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 		return strings.Contains(out, "run="+id+" workflow=on-deposit claimed key=") &&
 			strings.Contains(out, "run="+id+" step=score completed") &&
 			strings.Contains(out, "run="+id+" workflow=on-deposit completed") &&
-			strings.Contains(out, "handled by run "+id)
+			strings.Contains(out, `step=receipt completed`) && strings.Contains(out, "handled by run "+id)
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
 
 	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
@@ -335,32 +335,52 @@ func TestDevViewFormats(t *testing.T) {
 	var plain bytes.Buffer
 	v := newDevView(&plain)
 	require.False(t, v.tty, "a buffer is not a terminal")
+	v.notify(id.String()+":score", "hello")
 	v.claimed(run)
 	v.step(run, step)
 	v.step(run, failed)
 	v.runStatus(run)
-	v.notify("hello")
 	require.Equal(t, strings.Join([]string{
 		"03:04:05.000 run=" + id.String() + " workflow=on-deposit claimed key=1337:0xabc:0",
-		"03:04:05.014 run=" + id.String() + " step=score completed took=4ms",
+		"03:04:05.014 run=" + id.String() + ` step=score completed took=4ms notify="hello"`,
 		"03:04:05.014 run=" + id.String() + ` step=large failed error="` + boom + `"`,
 		"03:04:05.250 run=" + id.String() + " workflow=on-deposit completed took=250ms",
-	}, "\n")+"\n", strings.SplitAfter(plain.String(), "\n")[0]+strings.Join(strings.SplitAfter(plain.String(), "\n")[1:4], ""))
-	require.Contains(t, plain.String(), `notify text="hello"`)
+	}, "\n")+"\n", plain.String())
 	require.NotContains(t, plain.String(), "\x1b[", "no escape codes off a terminal")
 
 	var tidy bytes.Buffer
 	v = &devView{w: &tidy, tty: true}
+	v.notify(id.String()+":score", "hello")
 	v.claimed(run)
 	v.step(run, step)
 	v.step(run, failed)
 	v.runStatus(run)
 	out := tidy.String()
 	require.Contains(t, out, "▸")
-	require.Contains(t, out, "01a22c94")
+	require.Contains(t, out, "7ec38c27")
 	require.NotContains(t, out, id.String(), "a terminal gets short run ids")
 	require.Contains(t, out, "✓")
 	require.Contains(t, out, "✗")
 	require.Contains(t, out, "in 250ms")
-	require.Equal(t, 4, strings.Count(out, "\n"))
+	require.Contains(t, out, "✉")
+	require.Contains(t, out, "hello")
+	require.Equal(t, 5, strings.Count(out, "\n"))
+}
+
+// Flag mistakes are usage errors, reported before anything starts.
+func TestDevUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "extra"}, "dev takes no arguments"},
+		{[]string{"dev", "--contract", "0x5FbDB2315678afecb367f032d93F642f64180aa3"}, "--contract needs --rpc"},
+		{[]string{"dev", "--rpc", "http://127.0.0.1:1", "--contract", "nope"}, `--contract "nope" is not an address`},
+		{[]string{"dev", "--emit-every", "0s"}, "--emit-every must be positive"},
+	} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitUsage, run(append([]string{"rflow"}, tc.args...), &out, &errOut), "%v", tc.args)
+		require.Contains(t, errOut.String(), tc.want, "%v", tc.args)
+	}
 }
