@@ -77,21 +77,30 @@ func (e *Engine) newAdvance(p *plan, run *store.Run, journal []*store.StepRun) (
 	for _, s := range journal {
 		a.rows[s.Key] = s
 	}
-	trig, err := workflow.UnmarshalJSON(run.Trigger)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: decode trigger: %w", run.ID, err)
-	}
-	a.trigger, _ = trig.(map[string]any)
-	if a.trigger == nil {
-		a.trigger = map[string]any{}
-	}
 	return a, nil
+}
+
+// triggerData decodes the run's trigger payload on first use: a claim
+// whose first step needs no expression never decodes it.
+func (a *advance) triggerData() map[string]any {
+	if a.trigger == nil {
+		v, err := workflow.UnmarshalJSON(a.run.Trigger)
+		if err != nil {
+			a.e.logger.Warn("undecodable trigger payload", "run", a.run.ID, "err", err)
+		}
+		a.trigger, _ = v.(map[string]any)
+		if a.trigger == nil {
+			a.trigger = map[string]any{}
+		}
+	}
+	return a.trigger
 }
 
 // env builds the expression environment seen by a step at l.
 func (a *advance) env(l loc) workflow.Env {
-	trigger := map[string]any{}
-	for k, v := range a.trigger {
+	data := a.triggerData()
+	trigger := make(map[string]any, len(data)+2)
+	for k, v := range data {
 		trigger[k] = v
 	}
 	trigger["key"] = a.run.TriggerKey
@@ -106,12 +115,12 @@ func (a *advance) env(l loc) workflow.Env {
 	}
 	switch a.run.TriggerKind {
 	case "event":
-		env["event"] = a.trigger["event"]
+		env["event"] = data["event"]
 	case "read":
-		env["result"] = a.trigger["result"]
+		env["result"] = data["result"]
 	case "webhook":
-		env["headers"] = a.trigger["headers"]
-		env["body"] = a.trigger["body"]
+		env["headers"] = data["headers"]
+		env["body"] = data["body"]
 	}
 	steps := map[string]any{}
 	chain := a.chain(l)
@@ -318,8 +327,10 @@ func (a *advance) runFrom(ctx context.Context, tx pgx.Tx, l loc) error {
 		default:
 			// A side effect: its row and attempt are journaled in this
 			// transaction, before the job that performs it can run.
+			// A run just claimed stays queued (its first step is): the
+			// claim path then writes no update of the run row at all.
 			a.park(l, key, store.StepQueued, nil)
-			if a.status != store.RunWaitingDelay {
+			if a.status != store.RunWaitingDelay && a.status != store.RunQueued {
 				a.status = store.RunRunning
 			}
 			return nil
@@ -613,7 +624,9 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUp
 		}
 	}
 	if len(jobs) > 0 {
-		if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
+		// COPY: step jobs carry no River uniqueness, so nothing can
+		// conflict (our own UNIQUE step rows are the gate).
+		if _, err := e.client.InsertManyFastTx(ctx, tx, jobs); err != nil {
 			return false, fmt.Errorf("enqueue %d step job(s): %w", len(jobs), err)
 		}
 	}

@@ -159,6 +159,9 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 		}
 		key, attempt := step.Key, step.Attempt
 		w := &store.Writes{}
+		if a.status == store.RunQueued {
+			a.status = store.RunRunning // its first outcome: the run is under way
+		}
 		started := &o.started
 		if o.started.IsZero() {
 			started = nil

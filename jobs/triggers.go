@@ -36,7 +36,13 @@ func (e *Engine) ChainConfig() (chain.Config, error) {
 			}
 			if where := t.Event.Where; where != nil {
 				et.Where = func(event map[string]any) (bool, error) {
-					return where.Bool(workflow.Env{"event": event, "env": e.envVars})
+					// Normalised as a journaled payload reads back, so a
+					// condition sees the same values before and after a crash.
+					v, err := workflow.Normalize(event)
+					if err != nil {
+						return false, err
+					}
+					return where.Bool(workflow.Env{"event": v, "env": e.envVars})
 				}
 			}
 			cfg.Events = append(cfg.Events, et)
@@ -61,7 +67,11 @@ func (e *Engine) ChainConfig() (chain.Config, error) {
 				Args: args, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every}
 			if when := t.Read.When; when != nil {
 				rt.When = func(result any) (bool, error) {
-					return when.Bool(workflow.Env{"result": result, "env": e.envVars})
+					v, err := workflow.Normalize(result)
+					if err != nil {
+						return false, err
+					}
+					return when.Bool(workflow.Env{"result": v, "env": e.envVars})
 				}
 			}
 			cfg.Reads = append(cfg.Reads, rt)
