@@ -82,6 +82,11 @@ func dev(c *cli.Context) error {
 	if c.Duration("emit-every") <= 0 {
 		return usagef("--emit-every must be positive")
 	}
+	switch b := c.String("chain"); b {
+	case devchain.BackendAuto, devchain.BackendSimulated, devchain.BackendAnvil:
+	default:
+		return usagef("--chain %q: use auto, simulated or anvil", b)
+	}
 	logger := devLogger(c)
 	view := newDevView(c.App.Writer)
 	ctx := c.Context
@@ -142,14 +147,15 @@ func dev(c *cli.Context) error {
 
 	view.banner(project, db, ch, endpoint.url, c.String("http"))
 	started := time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { stopWatch(); wg.Wait() }()
 	return runEngine(ctx, engineOptions{
 		db: db, project: project, logger: logger, httpAddr: c.String("http"),
 		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer,
 		ready: func(*jobs.Engine) {
 			wg.Add(1)
-			go func() { defer wg.Done(); view.watch(ctx, db.Pool, started) }()
+			go func() { defer wg.Done(); view.watch(watchCtx, db.Pool, started) }()
 		},
 	})
 }
@@ -175,7 +181,6 @@ type devChain struct {
 	chainID    int64
 	contract   common.Address
 	startBlock uint64
-	pid        int
 	walletKey  string // empty: from the environment
 	close      func()
 }
@@ -194,7 +199,7 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 		if ch.Pid != 0 {
 			desc += fmt.Sprintf(" (pid %d)", ch.Pid)
 		}
-		return &devChain{desc: desc, url: ch.URL, chainID: ch.ChainID, contract: ch.Contract, pid: ch.Pid,
+		return &devChain{desc: desc, url: ch.URL, chainID: ch.ChainID, contract: ch.Contract,
 			walletKey: ch.WalletKey, close: func() { _ = ch.Close() }}, nil
 	case contract == "":
 		ch, err := devchain.Attach(ctx, rpcURL, opts)
@@ -235,8 +240,8 @@ func (e *devEndpoint) Close() {
 }
 
 // startDevEndpoint serves POST /dev/echo (echoes the JSON body and rates a
-// deposit's amount: "gold" from 1 ether) and POST /dev/notify (prints the
-// notification) on a loopback port.
+// deposit's amount: "gold" from 1 ether) and POST /dev/notify (the view
+// shows the text under the step that sent it) on a loopback port.
 func startDevEndpoint(view *devView) (*devEndpoint, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /dev/echo", func(w http.ResponseWriter, r *http.Request) {
@@ -248,7 +253,7 @@ func startDevEndpoint(view *devView) (*devEndpoint, error) {
 			return
 		}
 		tier := "standard"
-		if amount, ok := new(big.Int).SetString(fmt.Sprint(body["amount"]), 10); ok && amount.Cmp(oneEther) >= 0 {
+		if amount, ok := new(big.Int).SetString(fmt.Sprint(body["amount"]), 10); ok && amount.Cmp(big.NewInt(weiPerEther)) >= 0 {
 			tier = "gold"
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -276,7 +281,8 @@ func startDevEndpoint(view *devView) (*devEndpoint, error) {
 	return &devEndpoint{url: "http://" + l.Addr().String(), srv: srv}, nil
 }
 
-var oneEther = big.NewInt(1e18)
+// weiPerEther scales amounts for the dev endpoint's rating and the view.
+const weiPerEther = 1e18
 
 // devView prints the live view: runs as they are claimed, step by step, and
 // completed. On a terminal it is tidy (symbols, colors, short ids); otherwise
@@ -397,7 +403,7 @@ func (v *devView) takeNotes(run uuid.UUID, step string) []string {
 
 // formatEther prints wei as ether with up to 4 decimals.
 func formatEther(wei *big.Int) string {
-	r := new(big.Rat).SetFrac(wei, oneEther)
+	r := new(big.Rat).SetFrac(wei, big.NewInt(weiPerEther))
 	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
 }
 

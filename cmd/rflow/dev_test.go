@@ -378,6 +378,7 @@ func TestDevUsageErrors(t *testing.T) {
 		{[]string{"dev", "--contract", "0x5FbDB2315678afecb367f032d93F642f64180aa3"}, "--contract needs --rpc"},
 		{[]string{"dev", "--rpc", "http://127.0.0.1:1", "--contract", "nope"}, `--contract "nope" is not an address`},
 		{[]string{"dev", "--emit-every", "0s"}, "--emit-every must be positive"},
+		{[]string{"dev", "--chain", "hardhat"}, `--chain "hardhat": use auto, simulated or anvil`},
 	} {
 		var out, errOut bytes.Buffer
 		require.Equal(t, exitUsage, run(append([]string{"rflow"}, tc.args...), &out, &errOut), "%v", tc.args)
