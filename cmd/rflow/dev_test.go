@@ -24,6 +24,7 @@ import (
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
 )
 
 // TestDevRunsQuickstart runs `rflow dev` as a child process on a fresh
@@ -39,7 +40,7 @@ func TestDevRunsQuickstart(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Run("AsRoot", func(t *testing.T) {
 			t.Parallel()
-			testDev(t, bin, nil, devchain.BackendSimulated)
+			testDev(t, bin, devCase{backend: devchain.BackendSimulated})
 		})
 		nobody, err := user.Lookup("nobody")
 		require.NoError(t, err, "running as root needs a nobody user for the non-root variant")
@@ -47,14 +48,25 @@ func TestDevRunsQuickstart(t *testing.T) {
 		gid, _ := strconv.Atoi(nobody.Gid)
 		t.Run("AsNobody", func(t *testing.T) {
 			t.Parallel()
-			testDev(t, bin, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, devchain.BackendAuto)
+			testDev(t, bin, devCase{cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, backend: devchain.BackendAuto})
 		})
 		return
 	}
 	t.Run("AsCurrentUser", func(t *testing.T) {
 		t.Parallel()
-		testDev(t, bin, nil, devchain.BackendAuto)
+		testDev(t, bin, devCase{backend: devchain.BackendAuto})
 	})
+}
+
+// --database-url and --rpc switch rflow dev to your database and node: no
+// embedded Postgres, the Emitter deployed on your node, which keeps running.
+func TestDevWithYourDatabaseAndNode(t *testing.T) {
+	t.Parallel()
+	if _, err := anviltest.Binary(); err != nil {
+		t.Skip(err)
+	}
+	node := anviltest.Start(t, anviltest.Options{BlockTime: time.Second})
+	testDev(t, rflowBin, devCase{dbURL: storetest.URL(t), rpc: node.URL})
 }
 
 // publicCopy copies the rflow binary into a directory every user can enter,
@@ -101,13 +113,31 @@ func (s *syncBuffer) String() string {
 var (
 	bannerPostgres = regexp.MustCompile(`postgres  embedded, pid (\d+), data in (\S+)`)
 	bannerDatabase = regexp.MustCompile(`database  (postgres://\S+)`)
-	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?, chain id (\d+), (http://\S+)`)
+	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?[^\n]*, chain id (\d+), (http://\S+)`)
 )
 
-func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string) {
+// devCase is one way of running rflow dev in a test.
+type devCase struct {
+	cred    *syscall.Credential // run as this user (nil: as ourselves)
+	backend string              // --chain
+	dbURL   string              // --database-url (empty: embedded)
+	rpc     string              // --rpc (empty: the dev chain)
+}
+
+func testDev(t *testing.T, bin string, dc devCase) {
 	dataHome := publicTempDir(t)
 	var stdout, stderr syncBuffer
-	cmd := exec.Command(bin, "dev", "--http", "127.0.0.1:0", "--chain", backend, "--emit-every", "1s")
+	args := []string{"dev", "--http", "127.0.0.1:0", "--emit-every", "1s"}
+	if dc.backend != "" {
+		args = append(args, "--chain", dc.backend)
+	}
+	if dc.dbURL != "" {
+		args = append([]string{"--database-url", dc.dbURL}, args...)
+	}
+	if dc.rpc != "" {
+		args = append(args, "--rpc", dc.rpc)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dataHome
 	cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "XDG_DATA_HOME", "RFLOW_ANVIL"), "XDG_DATA_HOME="+dataHome)
 	anvil, anvilErr := anviltest.Binary()
@@ -115,8 +145,8 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 		cmd.Env = append(cmd.Env, "RFLOW_ANVIL="+anvil)
 	}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if dc.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: dc.cred}
 		cmd.Env = append(cmd.Env, "HOME="+dataHome)
 	}
 	require.NoError(t, cmd.Start())
@@ -129,26 +159,36 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 		}
 	})
 
-	// The banner names the database, the postgres pid and data directory,
-	// and the chain.
+	// The banner names the database (with the postgres pid and data
+	// directory when embedded) and the chain.
 	var pg, dbURL, ch []string
 	require.Eventually(t, func() bool {
 		out := stdout.String()
 		pg, dbURL, ch = bannerPostgres.FindStringSubmatch(out), bannerDatabase.FindStringSubmatch(out), bannerChain.FindStringSubmatch(out)
-		return pg != nil && dbURL != nil && ch != nil
+		return (pg != nil || dc.dbURL != "") && dbURL != nil && ch != nil
 	}, 60*time.Second, 100*time.Millisecond, "no banner")
-	pgPid, _ := strconv.Atoi(pg[1])
-	dataDir := pg[2]
-	require.Equal(t, filepath.Join(dataHome, "rflow", "quickstart", "data"), dataDir)
-	chainPid, _ := strconv.Atoi(ch[2]) // 0 when the chain is in-process
+	var pgPid int
+	var dataDir string
+	if dc.dbURL == "" {
+		pgPid, _ = strconv.Atoi(pg[1])
+		dataDir = pg[2]
+		require.Equal(t, filepath.Join(dataHome, "rflow", "quickstart", "data"), dataDir)
+	} else {
+		require.Nil(t, pg, "an embedded postgres was started despite --database-url")
+		require.Equal(t, dc.dbURL, dbURL[1])
+	}
+	chainPid, _ := strconv.Atoi(ch[2]) // 0 when the chain is in-process or yours
+	chainURL := strings.TrimPrefix(ch[4], "http://")
 	switch {
-	case backend == devchain.BackendSimulated:
+	case dc.rpc != "":
+		require.Equal(t, "your", ch[1])
+		require.Equal(t, dc.rpc, ch[4])
+	case dc.backend == devchain.BackendSimulated:
 		require.Equal(t, "simulated", ch[1])
 	case anvilErr == nil: // auto, with anvil installed
 		require.Equal(t, "anvil", ch[1])
 		require.NotZero(t, chainPid)
 	}
-	chainURL := strings.TrimPrefix(ch[4], "http://")
 
 	// Completed runs, through the CLI against the dev database, until one
 	// took every step: the http_call, both notifies and the send.
@@ -199,9 +239,11 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 		t.Fatal("rflow dev did not exit within 10s of SIGTERM")
 	}
 	require.NotContains(t, stderr.String(), "level=ERROR")
-	require.Eventually(t, func() bool { return gone(pgPid) }, 2*time.Second, 50*time.Millisecond, "postgres (pid %d) still running", pgPid)
-	require.Empty(t, processesMentioning(t, dataDir), "processes still use the data directory")
-	require.NoFileExists(t, filepath.Join(dataDir, "postmaster.pid"), "postgres did not shut down cleanly")
+	if dataDir != "" {
+		require.Eventually(t, func() bool { return gone(pgPid) }, 2*time.Second, 50*time.Millisecond, "postgres (pid %d) still running", pgPid)
+		require.Empty(t, processesMentioning(t, dataDir), "processes still use the data directory")
+		require.NoFileExists(t, filepath.Join(dataDir, "postmaster.pid"), "postgres did not shut down cleanly")
+	}
 	if chainPid != 0 {
 		require.Eventually(t, func() bool { return gone(chainPid) }, 2*time.Second, 50*time.Millisecond, "anvil (pid %d) still running", chainPid)
 	}
@@ -209,8 +251,13 @@ func testDev(t *testing.T, bin string, cred *syscall.Credential, backend string)
 	if err == nil {
 		conn.Close()
 	}
-	require.Error(t, err, "the chain still answers on %s", chainURL)
+	if dc.rpc != "" {
+		require.NoError(t, err, "rflow dev stopped a node it did not start")
+	} else {
+		require.Error(t, err, "the chain still answers on %s", chainURL)
+	}
 }
+
 
 // runSteps returns the status of each step of a run, from rflow runs show.
 func runSteps(t *testing.T, bin, dbURL, id string) map[string]string {
