@@ -258,7 +258,6 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	}
 }
 
-
 // runSteps returns the status of each step of a run, from rflow runs show.
 func runSteps(t *testing.T, bin, dbURL, id string) map[string]string {
 	t.Helper()
