@@ -25,40 +25,41 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 	if len(won) == 0 {
 		return 0, nil
 	}
-	advs := make([]*advance, 0, len(won))
+	runs := make([]*store.Run, 0, len(won))
 	for _, w := range won {
 		if w.Paused {
 			continue
 		}
 		c := claims[w.Index]
-		run := &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
-			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued}
-		a, err := e.start(ctx, tx, run)
-		if err != nil {
-			return 0, err
-		}
-		advs = append(advs, a)
+		runs = append(runs, &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
+			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued})
 	}
-	if _, err := e.flush(ctx, tx, advs, false, nil); err != nil {
+	if err := e.startRuns(ctx, tx, runs); err != nil {
 		return 0, err
 	}
 	return len(won), nil
 }
 
-// start plans the beginning of a fresh run.
-func (e *Engine) start(ctx context.Context, tx pgx.Tx, run *store.Run) (*advance, error) {
-	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
-	if err != nil {
-		return nil, err
+// startRuns plans the beginning of fresh runs and writes it in tx: their
+// first steps' rows (one statement) and jobs (one COPY).
+func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) error {
+	advs := make([]*advance, 0, len(runs))
+	for _, run := range runs {
+		p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
+		if err != nil {
+			return err
+		}
+		a, err := e.newAdvance(p, run, nil)
+		if err != nil {
+			return err
+		}
+		if err := a.startRun(ctx, tx); err != nil {
+			return fmt.Errorf("start run %s: %w", run.ID, err)
+		}
+		advs = append(advs, a)
 	}
-	a, err := e.newAdvance(p, run, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.startRun(ctx, tx); err != nil {
-		return nil, fmt.Errorf("start run %s: %w", run.ID, err)
-	}
-	return a, nil
+	_, err := e.flush(ctx, tx, advs, false, nil)
+	return err
 }
 
 // StartRunTx claims a manual or webhook trigger occurrence and enqueues its
@@ -158,15 +159,7 @@ func (e *Engine) ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (
 	if err != nil {
 		return 0, err
 	}
-	advs := make([]*advance, 0, len(runs))
-	for _, run := range runs {
-		a, err := e.start(ctx, tx, run)
-		if err != nil {
-			return 0, err
-		}
-		advs = append(advs, a)
-	}
-	if _, err := e.flush(ctx, tx, advs, false, nil); err != nil {
+	if err := e.startRuns(ctx, tx, runs); err != nil {
 		return 0, err
 	}
 	return len(runs), nil

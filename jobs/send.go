@@ -16,8 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rflow-dev/rflow/chain/relayer"
 	"github.com/rflow-dev/rflow/store"
@@ -228,38 +226,24 @@ func convertInt(b *big.Int, bits int) (any, error) {
 // one transaction with the job's completion. QueueTx is idempotent on the
 // external id: a job re-run after a crash adopts the send it already queued.
 func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *advance, step *store.StepRun, req relayer.Request) error {
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		if err != nil {
-			return fmt.Errorf("complete job %d: %w", job.ID, err)
-		}
-		if done.State != rivertype.JobStateCompleted {
-			return errStale
-		}
+	return e.jobTx(ctx, job, "send fenced off", func(tx pgx.Tx) error {
 		t, _, err := e.relayer.QueueTx(ctx, tx, req)
 		if err != nil {
 			return err
 		}
 		now := time.Now()
-		ok, err := store.SettleStep(ctx, tx, a.run.ID, step.Key, step.Attempt, store.StepOutcome{
+		w := &store.Writes{}
+		w.SettleStep(a.run.ID, step.Key, step.Attempt, store.StepOutcome{
 			Status: store.StepWaiting, StartedAt: &now,
 			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
 		})
-		if err != nil || !ok {
-			return orStale(err)
-		}
 		a.status, a.position = store.RunWaitingTx, step.Key
-		ok, err = e.flush(ctx, tx, []*advance{a}, true, nil)
+		ok, err := e.flush(ctx, tx, []*advance{a}, true, w)
 		if err != nil || !ok {
 			return orStale(err)
 		}
 		return nil
 	})
-	if errors.Is(err, errStale) {
-		e.stale("send fenced off", job.Args, "")
-		return nil
-	}
-	return err
 }
 
 // onTxFinal resumes the run parked on a send when the relayer finalises

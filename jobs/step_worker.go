@@ -149,14 +149,7 @@ type outcome struct {
 // the job was rescued and another worker owns it), then the step's outcome
 // fenced on its attempt, then the successor's row and job or the run's end.
 func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advance, l loc, step *store.StepRun, o outcome) error {
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		if err != nil {
-			return fmt.Errorf("complete job %d: %w", job.ID, err)
-		}
-		if done.State != rivertype.JobStateCompleted {
-			return errStale
-		}
+	return e.jobTx(ctx, job, "outcome fenced off", func(tx pgx.Tx) error {
 		key, attempt := step.Key, step.Attempt
 		w := &store.Writes{}
 		if a.status == store.RunQueued {
@@ -220,8 +213,26 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 		}
 		return nil
 	})
+}
+
+// jobTx runs fn in a transaction that completes job first: JobCompleteTx
+// locks the job row, and any state but completed means the job was rescued
+// and another worker owns it. If fn (or that check) finds the run or step
+// moved on (errStale), everything rolls back and the job is a counted
+// no-op.
+func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string, fn func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		if err != nil {
+			return fmt.Errorf("complete job %d: %w", job.ID, err)
+		}
+		if done.State != rivertype.JobStateCompleted {
+			return errStale
+		}
+		return fn(tx)
+	})
 	if errors.Is(err, errStale) {
-		e.stale("outcome fenced off", job.Args, "")
+		e.stale(why, job.Args, "")
 		return nil
 	}
 	return err
