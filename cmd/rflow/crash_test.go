@@ -335,9 +335,14 @@ func TestTwoProcessesShareTheWork(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	config := writeProject(t, `cron: { schedule: "@every 1s" }`, s.URL)
-	enqueueManual(t, pool, config, 20)
 	a := startRflow(t, dbURL, config, "")
 	b := startRflow(t, dbURL, config, "")
+	// Enqueue once both are up, so neither can drain the queue alone.
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(context.Background(), `SELECT count(*) FROM rflow.nodes`).Scan(&n) == nil && n == 2
+	}, 30*time.Second, 50*time.Millisecond)
+	enqueueManual(t, pool, config, 20)
 	time.Sleep(4 * time.Second)
 	_, err = pool.Exec(context.Background(), `UPDATE rflow.workflows SET paused = true`)
 	require.NoError(t, err)
