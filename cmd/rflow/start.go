@@ -48,11 +48,17 @@ func startCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n",
 					db.Embedded.DataDir())
 			}
-			return runEngine(c.Context, engineOptions{
+			err = runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"),
 				stdout: c.App.Writer,
 			})
+			if err != nil && c.Context.Err() != nil {
+				// SIGTERM/SIGINT during start-up: nothing was left half
+				// done (every step is transactional); a clean stop.
+				return nil
+			}
+			return err
 		},
 	}
 }
