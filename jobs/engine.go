@@ -102,7 +102,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		maxJumps: cfg.MaxJumps,
 		faults:   parseFaults(cfg.Faults),
 		plans:    map[string]*plan{},
-		envVars:  environ(),
+		envVars:  environ(cfg.Project),
 		dryRun:   cfg.DryRun,
 	}
 	if e.logger == nil {
@@ -334,13 +334,24 @@ func clientID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// environ is the `env` expression variable: the process environment at start.
-func environ() map[string]any {
+// environ is the `env` expression variable: the process environment at
+// start, less what must never reach a step's request or journal: the
+// database URL, the API token, and any variable holding a wallet's key or
+// password.
+func environ(p *workflow.Project) map[string]any {
+	secret := map[string]bool{}
+	for _, w := range p.Wallets {
+		secret[w.PrivateKey.Reveal()] = true
+		secret[w.Password.Reveal()] = true
+	}
+	delete(secret, "")
 	out := map[string]any{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			out[k] = v
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "DATABASE_URL" || k == "RFLOW_API_TOKEN" || secret[v] || secret["0x"+v] || secret[strings.TrimPrefix(v, "0x")] {
+			continue
 		}
+		out[k] = v
 	}
 	return out
 }
