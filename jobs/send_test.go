@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
@@ -96,4 +97,55 @@ workflows:
 	final, err := client.NonceAt(ctx, from, nil)
 	require.NoError(t, err)
 	require.Equal(t, after+1, final, "the reverting refund sent nothing (only the first send went out)")
+}
+
+// TestSendDryRun: in dry-run mode a send stops before the relayer
+// broadcasts; the step completes with the simulated result and the
+// wallet's nonce does not move.
+func TestSendDryRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	_, from := anviltest.Key(t, 3)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+name: dry
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1 }
+wallets:
+  - { name: ops, private_key: %q }
+workflows:
+  - name: pay
+    trigger: { manual: {} }
+    steps:
+      - id: pay
+        send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(1) }}" }
+`, node.URL, "0x"+anviltest.DevKeys[3])), 0o644))
+	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, err)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond, DryRun: true})
+	require.NoError(t, err)
+	require.NoError(t, e.Start(ctx))
+	t.Cleanup(func() { _ = e.Stop(ctx) })
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	b := &testBundle{pool: pool, engine: e, project: project}
+
+	before, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	run := b.waitRun(t, b.manual(t, "pay", "dry", nil))
+	require.Equal(t, store.RunCompleted, run.Status)
+	out, err := workflow.UnmarshalJSON(b.steps(t, run.ID)["pay"].Output)
+	require.NoError(t, err)
+	pay := out.(map[string]any)
+	require.Equal(t, "simulated", pay["status"])
+	require.Equal(t, true, pay["dry_run"])
+	require.NotNil(t, pay["simulation"])
+	after, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "nothing was broadcast")
 }

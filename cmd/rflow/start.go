@@ -30,6 +30,7 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
 			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes (default 1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
 		},
@@ -50,7 +51,7 @@ func startCommand() *cli.Command {
 			}
 			err = runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
-				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"),
+				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				stdout: c.App.Writer,
 			})
 			if err != nil && c.Context.Err() != nil {
@@ -73,6 +74,8 @@ type engineOptions struct {
 	shutdown time.Duration
 	// bodyLimit caps HTTP request bodies (0: the server's 1 MiB default).
 	bodyLimit int64
+	// dryRun simulates sends instead of broadcasting them.
+	dryRun bool
 	stdout    interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
@@ -86,7 +89,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	}
 	engine, err := jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger,
-		Workers: o.workers, Faults: os.Getenv("RFLOW_FAULT"),
+		Workers: o.workers, Faults: os.Getenv("RFLOW_FAULT"), DryRun: o.dryRun,
 	})
 	if err != nil {
 		return err
