@@ -76,7 +76,7 @@ type engineOptions struct {
 	bodyLimit int64
 	// dryRun simulates sends instead of broadcasting them.
 	dryRun bool
-	stdout    interface{ Write([]byte) (int, error) }
+	stdout interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
 }
