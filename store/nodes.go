@@ -60,8 +60,9 @@ func (n *Node) Ping(ctx context.Context) error {
 }
 
 // RescueDeadNodes finds nodes whose liveness lock is free (their process
-// died), makes the River jobs they were running available again at once,
-// and forgets them. It returns how many jobs it rescued. River's own
+// died), makes the River jobs they were running available again at once —
+// keeping their place in the queue (scheduled_at is untouched), so they run
+// before work queued after them — and forgets them. It returns how many jobs it rescued. River's own
 // rescuer would do the same only after RescueStuckJobsAfter.
 func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	rows, err := pool.Query(ctx, `SELECT id, client_id FROM rflow.nodes`)
@@ -90,7 +91,7 @@ func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 				return nil
 			}
 			tag, err := tx.Exec(ctx, `
-				UPDATE river.river_job SET state = 'available', scheduled_at = now()
+				UPDATE river.river_job SET state = 'available'
 				WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = $1`, n.clientID)
 			if err != nil {
 				return err
