@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
@@ -186,20 +187,13 @@ func TestThreeStepRunJournalsEveryStep(t *testing.T) {
 	require.Equal(t, id.String()+":c", c.Header.Get("Idempotency-Key"))
 	require.Equal(t, id.String(), c.Header.Get("X-Rflow-Run-Id"))
 	require.Equal(t, "c", c.Header.Get("X-Rflow-Step"))
-	require.Equal(t, jobs.Sign("s3cret", mustInt(t, c.Header.Get("X-Rflow-Timestamp")), nil), c.Header.Get("X-Rflow-Signature"))
+	require.Equal(t, server.Sign("s3cret", c.Header.Get(server.HeaderTimestamp), nil), c.Header.Get(server.HeaderSignature))
 
 	// The claim gate: the same key never makes a second run.
 	again := b.manual(t, "three", "k1", nil)
 	require.Equal(t, id, again)
 	time.Sleep(200 * time.Millisecond)
 	require.Len(t, b.recv.got("/a"), 1)
-}
-
-func mustInt(t *testing.T, s string) int64 {
-	var n int64
-	_, err := fmt.Sscan(s, &n)
-	require.NoError(t, err)
-	return n
 }
 
 const controlFlow = `

@@ -3,9 +3,6 @@ package jobs
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"mime"
@@ -14,22 +11,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
 // maxResponseBody caps how much of a response an http_call journals.
 const maxResponseBody = 1 << 20
-
-// Sign returns the X-Rflow-Signature value for body sent at ts:
-// "sha256=" + hex(HMAC-SHA256(secret, ts + "." + body)).
-func Sign(secret string, ts int64, body []byte) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(strconv.FormatInt(ts, 10)))
-	mac.Write([]byte("."))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
 
 // doHTTP performs an http_call or a webhook-style notify. Every request
 // carries Idempotency-Key <run_id>:<step_key> (stable across attempts of the
@@ -58,9 +46,10 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	hreq.Header.Set("X-Rflow-Run-Id", run.ID.String())
 	hreq.Header.Set("X-Rflow-Step", row.Key)
 	if secret != "" {
-		ts := time.Now().Unix()
-		hreq.Header.Set("X-Rflow-Timestamp", strconv.FormatInt(ts, 10))
-		hreq.Header.Set("X-Rflow-Signature", Sign(secret, ts, body))
+		// The same scheme webhooks into rflow use (server.Sign).
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		hreq.Header.Set(server.HeaderTimestamp, ts)
+		hreq.Header.Set(server.HeaderSignature, server.Sign(secret, ts, body))
 	}
 	resp, err := e.http.Do(hreq)
 	if err != nil {
