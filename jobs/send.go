@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -123,21 +122,10 @@ func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (rel
 	}
 	switch {
 	case send.ABIMethod != nil:
-		args := make([]any, len(send.Args))
-		for i, a := range send.Args {
-			v, err := a.Eval(env)
-			if err != nil {
-				return req, fmt.Errorf("send %s argument %d: %w", send.Function, i, err)
-			}
-			if args[i], err = abiArg(send.ABIMethod.Inputs[i].Type.String(), v); err != nil {
-				return req, fmt.Errorf("send %s argument %d: %w", send.Function, i, err)
-			}
+		var err error
+		if req.Data, err = send.Calldata(env); err != nil {
+			return req, fmt.Errorf("send %s: %w", send.Function, err)
 		}
-		packed, err := send.ABIMethod.Inputs.Pack(args...)
-		if err != nil {
-			return req, fmt.Errorf("send %s: encode arguments: %w", send.Function, err)
-		}
-		req.Data = append(append([]byte{}, send.ABIMethod.ID...), packed...)
 	case send.Data != nil:
 		d, err := send.Data.String(env)
 		if err != nil {
@@ -148,78 +136,6 @@ func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (rel
 		}
 	}
 	return req, nil
-}
-
-// abiArg converts an expression value to the Go type go-ethereum's ABI
-// encoder wants for typ (exact big integers for uint/int).
-func abiArg(typ string, v any) (any, error) {
-	switch {
-	case typ == "address":
-		s, ok := v.(string)
-		if !ok || !common.IsHexAddress(s) {
-			return nil, fmt.Errorf("want an address, got %v", v)
-		}
-		return common.HexToAddress(s), nil
-	case typ == "uint256" || typ == "int256":
-		return workflow.ToBigInt(v)
-	case strings.HasPrefix(typ, "uint") || strings.HasPrefix(typ, "int"):
-		b, err := workflow.ToBigInt(v)
-		if err != nil {
-			return nil, err
-		}
-		bits, _ := strconv.Atoi(strings.TrimLeft(typ, "uint"))
-		if bits > 64 {
-			return b, nil
-		}
-		if strings.HasPrefix(typ, "uint") {
-			return convertUint(b, bits)
-		}
-		return convertInt(b, bits)
-	case typ == "bool":
-		b, ok := v.(bool)
-		if !ok {
-			return nil, fmt.Errorf("want a bool, got %v", v)
-		}
-		return b, nil
-	case typ == "string":
-		return fmt.Sprint(v), nil
-	case typ == "bytes":
-		s, _ := v.(string)
-		return hexutil.Decode(s)
-	}
-	return v, nil
-}
-
-func convertUint(b *big.Int, bits int) (any, error) {
-	if b.Sign() < 0 || b.BitLen() > bits {
-		return nil, fmt.Errorf("%s does not fit uint%d", b, bits)
-	}
-	u := b.Uint64()
-	switch bits {
-	case 8:
-		return uint8(u), nil
-	case 16:
-		return uint16(u), nil
-	case 32:
-		return uint32(u), nil
-	}
-	return u, nil
-}
-
-func convertInt(b *big.Int, bits int) (any, error) {
-	if !b.IsInt64() || b.BitLen() >= bits {
-		return nil, fmt.Errorf("%s does not fit int%d", b, bits)
-	}
-	i := b.Int64()
-	switch bits {
-	case 8:
-		return int8(i), nil
-	case 16:
-		return int16(i), nil
-	case 32:
-		return int32(i), nil
-	}
-	return i, nil
 }
 
 // parkSend hands a send to the relayer and parks the run as waiting_tx, in
