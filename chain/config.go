@@ -108,11 +108,14 @@ type BlockTrigger struct {
 // every EveryBlocks blocks (key: block number) or every Interval (key: the
 // poll instant, RFC 3339 UTC, aligned to the interval).
 type ReadTrigger struct {
-	Workflow    string
-	Network     string
-	Address     common.Address
-	Method      abi.Method
-	Args        []any
+	Workflow string
+	Network  string
+	Address  common.Address
+	Method   abi.Method
+	Args     []any
+	// Calldata, when set, is the call's input (selector included), already
+	// encoded; Args is then ignored. Method still decodes the result.
+	Calldata    []byte
 	EveryBlocks uint64
 	Interval    time.Duration
 	// Confirmations is the depth of the block read at (default 0).

@@ -31,7 +31,7 @@ func (s *Service) addRead(t ReadTrigger) error {
 	if (t.EveryBlocks == 0) == (t.Interval <= 0) {
 		return fmt.Errorf("read trigger %s: set exactly one of every-N-blocks and interval", t.Workflow)
 	}
-	if _, err := t.Method.Inputs.Pack(t.Args...); err != nil {
+	if _, err := t.calldata(); err != nil {
 		return fmt.Errorf("read trigger %s: arguments of %s: %w", t.Workflow, t.Method.Name, err)
 	}
 	name := "read/" + t.Workflow
@@ -70,14 +70,26 @@ func (s *Service) addRead(t ReadTrigger) error {
 	return nil
 }
 
+// calldata is the view call's input: Calldata when given, else Method
+// packed with Args.
+func (t ReadTrigger) calldata() ([]byte, error) {
+	if t.Calldata != nil {
+		return t.Calldata, nil
+	}
+	input, err := t.Method.Inputs.Pack(t.Args...)
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte{}, t.Method.ID...), input...), nil
+}
+
 // readClaim calls the view at block num and builds its claim if When
 // accepts the result.
 func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num int64, hash, key, tick string) (store.Claim, bool, error) {
-	input, err := t.Method.Inputs.Pack(t.Args...)
+	data, err := t.calldata()
 	if err != nil {
 		return store.Claim{}, false, err
 	}
-	data := append(append([]byte{}, t.Method.ID...), input...)
 	block := uint64(num)
 	out, err := n.client.CallContract(ctx, t.Address, data, &block)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -87,4 +88,72 @@ workflows:
 	}
 	time.Sleep(500 * time.Millisecond)
 	require.Len(t, recv.got("/deposit"), 2, "no log claimed twice")
+}
+
+// TestReadAndBlockTriggersEndToEnd: a read trigger (a view call every 2
+// blocks, filtered by when:) and a block trigger (every 3 blocks) start runs
+// through the engine, with the result and block number in the payload.
+func TestReadAndBlockTriggersEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	em.Deposit(42) // totalAssets() = 42
+	recv := newReceiver(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+name: reads
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 0, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q }
+workflows:
+  - name: assets
+    trigger: { read: { contract: Vault, function: totalAssets, every: 2 blocks, when: "${{ result >= 40 }}" } }
+    steps:
+      - { id: tell, http_call: { method: POST, url: "%[3]s/assets", body: "${{ trigger.result }}" } }
+  - name: blocks
+    trigger: { block: { network: local, every: 3 } }
+    steps:
+      - { id: tell, http_call: { method: POST, url: "%[3]s/block", body: "${{ trigger.block }}" } }
+`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
+	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, err)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngine(t, pool, url, project)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	cfg, err := e.ChainConfig()
+	require.NoError(t, err)
+	svc, err := chain.NewService(ctx, pool, e, cfg, nil)
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(sctx) }()
+	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+
+	// Block and read triggers start at the head they first see: keep
+	// mining until both have fired twice.
+	require.Eventually(t, func() bool {
+		node.Mine(1)
+		return len(recv.got("/assets")) >= 2 && len(recv.got("/block")) >= 2
+	}, 30*time.Second, 100*time.Millisecond)
+	for _, r := range recv.got("/assets") {
+		require.Equal(t, "42", r.Body)
+	}
+	for _, r := range recv.got("/block") {
+		n, err := strconv.Atoi(r.Body)
+		require.NoError(t, err)
+		require.Zero(t, n%3, "block %d is a multiple of every: 3", n)
+	}
+	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Workflow: "assets"})
+	require.NoError(t, err)
+	for _, r := range runs {
+		require.Equal(t, "read", r.TriggerKind)
+		require.Regexp(t, `^\d+$`, r.TriggerKey, "every-N-blocks reads are keyed by block number")
+	}
 }

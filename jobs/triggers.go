@@ -55,16 +55,13 @@ func (e *Engine) ChainConfig() (chain.Config, error) {
 			if c == nil || t.Read.ABIMethod == nil {
 				return cfg, fmt.Errorf("workflow %s: unknown contract function %s.%s", wf.Name, t.Read.Contract, t.Read.Function)
 			}
-			args := make([]any, len(t.Read.Args))
-			for i, a := range t.Read.Args {
-				v, err := a.Eval(workflow.Env{"env": e.envVars})
-				if err != nil {
-					return cfg, fmt.Errorf("workflow %s: read argument %d: %w", wf.Name, i, err)
-				}
-				args[i] = v
+			// Arguments see only env; they are encoded once, as the ABI wants them.
+			data, err := t.Read.Calldata(workflow.Env{"env": e.envVars})
+			if err != nil {
+				return cfg, fmt.Errorf("workflow %s: read arguments: %w", wf.Name, err)
 			}
 			rt := chain.ReadTrigger{Workflow: wf.Name, Network: c.Network, Address: c.Address, Method: *t.Read.ABIMethod,
-				Args: args, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every}
+				Calldata: data, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every}
 			if when := t.Read.When; when != nil {
 				rt.When = func(result any) (bool, error) {
 					v, err := workflow.Normalize(result)
