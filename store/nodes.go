@@ -32,13 +32,20 @@ func RegisterNode(ctx context.Context, url, clientID string) (*Node, error) {
 	}
 	host, _ := os.Hostname()
 	n := &Node{ClientID: clientID, conn: conn}
-	err = conn.QueryRow(ctx, `
-		INSERT INTO rflow.nodes (id, client_id, hostname, pid)
-		VALUES (nextval('rflow.nodes_id_seq'), $1, $2, $3)
-		RETURNING id`, clientID, host, os.Getpid()).Scan(&n.ID)
-	if err == nil {
-		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2::int)`, nodeLockClass, n.ID)
-	}
+	// The lock is taken before the row commits: another process must never
+	// see the row without its lock held, or it would take this live node
+	// for a dead one. (A session lock outlives the transaction.)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT nextval('rflow.nodes_id_seq')`).Scan(&n.ID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_lock($1, $2::int)`, nodeLockClass, n.ID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO rflow.nodes (id, client_id, hostname, pid) VALUES ($1, $2, $3, $4)`,
+			n.ID, clientID, host, os.Getpid())
+		return err
+	})
 	if err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("register node: %w", err)
