@@ -119,15 +119,6 @@ type RunUpdate struct {
 	WakeAt     *time.Time
 }
 
-// UpdateRun writes u to a run that is not yet terminal and still at attempt.
-// It reports false when the run moved on (cancelled, retried): the caller
-// must roll back.
-func UpdateRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, attempt int, u RunUpdate) (bool, error) {
-	var w Writes
-	w.UpdateRun(id, attempt, u)
-	return w.Send(ctx, tx)
-}
-
 // CancelRun marks a run cancelled unless it already finished. Jobs still
 // queued for it become no-ops when they see the status.
 func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {

@@ -49,19 +49,6 @@ func scanStep(row pgx.Row) (*StepRun, error) {
 	return &s, err
 }
 
-// GetStep loads one journal row.
-func GetStep(ctx context.Context, db DBTX, runID uuid.UUID, key string) (*StepRun, error) {
-	s, err := scanStep(db.QueryRow(ctx, `SELECT `+stepColumns+` FROM rflow.step_runs WHERE run_id = $1 AND step_key = $2`,
-		runID, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("step %s of run %s: %w", key, runID, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load step %s of run %s: %w", key, runID, err)
-	}
-	return s, nil
-}
-
 // RunSteps returns a run's whole journal, in the order steps were created.
 func RunSteps(ctx context.Context, db DBTX, runID uuid.UUID) ([]*StepRun, error) {
 	rows, err := db.Query(ctx, `SELECT `+stepColumns+` FROM rflow.step_runs WHERE run_id = $1 ORDER BY created_at, step_key`, runID)
@@ -88,16 +75,6 @@ type NewStep struct {
 type StepRef struct {
 	RunID uuid.UUID
 	Key   string
-}
-
-// InsertSteps creates journal rows (of one run or many) in one statement;
-// see Writes.InsertSteps.
-func InsertSteps(ctx context.Context, tx pgx.Tx, steps []NewStep) (map[StepRef]bool, error) {
-	created := map[StepRef]bool{}
-	var w Writes
-	w.InsertSteps(steps, created)
-	_, err := w.Send(ctx, tx)
-	return created, err
 }
 
 // StepOutcome is how a step attempt ended.
