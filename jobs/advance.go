@@ -590,10 +590,11 @@ func (a *advance) changedRun() bool {
 // statement for all), foreach progress and each run's new state (fenced on
 // the run attempt) go to Postgres in one round trip together with whatever
 // the caller queued in w (the step's outcome); then the jobs of parked
-// steps (one InsertManyTx). With alwaysUpdate false, a run's row is only
-// updated when its state changed (the claim path). It reports false when a
-// fenced write found the run or step moved on: the caller rolls back.
-func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUpdate bool, w *store.Writes) (bool, error) {
+// steps (one COPY). fresh means the runs were just claimed: they have no
+// journal rows yet (so theirs go in by COPY too), and a run's row is only
+// rewritten when its state changed. It reports false when a fenced write
+// found the run or step moved on: the caller rolls back.
+func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bool, w *store.Writes) (bool, error) {
 	if w == nil {
 		w = &store.Writes{}
 	}
@@ -603,9 +604,18 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, alwaysUp
 		steps = append(steps, a.newSteps...)
 	}
 	created := map[store.StepRef]bool{}
-	w.InsertSteps(steps, created)
+	if fresh {
+		if err := store.CopySteps(ctx, tx, steps); err != nil {
+			return false, err
+		}
+		for _, s := range steps {
+			created[store.StepRef{RunID: s.RunID, Key: s.Key}] = true
+		}
+	} else {
+		w.InsertSteps(steps, created)
+	}
 	for _, a := range advs {
-		if alwaysUpdate || a.changedRun() {
+		if !fresh || a.changedRun() {
 			w.UpdateRun(a.run.ID, a.run.Attempt, store.RunUpdate{
 				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
 			})

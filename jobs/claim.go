@@ -58,7 +58,7 @@ func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) er
 		}
 		advs = append(advs, a)
 	}
-	_, err := e.flush(ctx, tx, advs, false, nil)
+	_, err := e.flush(ctx, tx, advs, true, nil)
 	return err
 }
 
@@ -138,7 +138,7 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 			return nil, fmt.Errorf("retry run %s: %w", id, err)
 		}
 	}
-	if ok, err := e.flush(ctx, tx, []*advance{a}, true, nil); err != nil || !ok {
+	if ok, err := e.flush(ctx, tx, []*advance{a}, false, nil); err != nil || !ok {
 		return nil, fmt.Errorf("retry run %s: %w", id, orStale(err))
 	}
 	return store.GetRun(ctx, tx, id, false)

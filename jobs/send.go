@@ -154,7 +154,7 @@ func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *adva
 			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
 		})
 		a.status, a.position = store.RunWaitingTx, step.Key
-		ok, err := e.flush(ctx, tx, []*advance{a}, true, w)
+		ok, err := e.flush(ctx, tx, []*advance{a}, false, w)
 		if err != nil || !ok {
 			return orStale(err)
 		}
@@ -251,7 +251,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if a.status == store.RunWaitingTx {
 		a.status = store.RunRunning
 	}
-	if _, err := e.flush(ctx, tx, []*advance{a}, true, nil); err != nil {
+	if _, err := e.flush(ctx, tx, []*advance{a}, false, nil); err != nil {
 		return err
 	}
 	return nil

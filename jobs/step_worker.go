@@ -207,7 +207,7 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 				return err
 			}
 		}
-		ok, err := e.flush(ctx, tx, []*advance{a}, true, w)
+		ok, err := e.flush(ctx, tx, []*advance{a}, false, w)
 		if err != nil || !ok {
 			return orStale(err)
 		}

@@ -214,14 +214,15 @@ func RunByKey(ctx context.Context, db DBTX, workflow, key string) (uuid.UUID, er
 	return id, err
 }
 
-// PausedRuns returns runs of workflow claimed while it was paused, which
-// have not started yet.
+// PausedRuns returns (and locks, skipping any a concurrent resume holds)
+// the runs of workflow claimed while it was paused, which have not started.
 func PausedRuns(ctx context.Context, db DBTX, workflow string) ([]*Run, error) {
 	rows, err := db.Query(ctx, `
 		SELECT `+runColumns+` FROM rflow.workflow_runs r
 		WHERE workflow_name = $1 AND status = 'queued' AND position IS NULL
 		  AND NOT EXISTS (SELECT 1 FROM rflow.step_runs s WHERE s.run_id = r.id)
-		ORDER BY id`, workflow)
+		ORDER BY id
+		FOR UPDATE SKIP LOCKED`, workflow)
 	if err != nil {
 		return nil, fmt.Errorf("paused runs of %s: %w", workflow, err)
 	}

@@ -152,3 +152,28 @@ func jsonText(b []byte) *string {
 	s := string(b)
 	return &s
 }
+
+// CopySteps writes the first journal rows of runs that have none yet (runs
+// just claimed) with COPY: nothing can conflict, so it skips the
+// ON CONFLICT and RETURNING that InsertSteps needs.
+func CopySteps(ctx context.Context, tx pgx.Tx, steps []NewStep) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	now := time.Now()
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"rflow", "step_runs"},
+		[]string{"run_id", "step_key", "step_id", "kind", "status", "input", "output", "error", "wake_at", "finished_at"},
+		pgx.CopyFromSlice(len(steps), func(i int) ([]any, error) {
+			s := steps[i]
+			var finished *time.Time
+			switch s.Status {
+			case StepCompleted, StepSkipped, StepFailed:
+				finished = &now
+			}
+			return []any{s.RunID, s.Key, s.StepID, s.Kind, s.Status, jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, finished}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("journal %d first step(s): %w", len(steps), err)
+	}
+	return nil
+}
