@@ -51,7 +51,7 @@ workflows:
     trigger:
       webhook:
         idempotency_key: "${{ body.event_id }}"
-        ttl: 1s
+        ttl: 3s
     steps:
       - id: park
         delay: 1h
@@ -352,7 +352,7 @@ func TestWebhookDuplicateWindowExpires(t *testing.T) {
 	require.Equal(t, first["run_id"], again["run_id"])
 	require.Equal(t, 1, b.runs(t))
 
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(3200 * time.Millisecond)
 	later := post(`{"event_id": 123456789012345678901234567890, "try": 3}`)
 	require.Equal(t, false, later["duplicate"], "after the ttl the key is a new occurrence")
 	require.NotEqual(t, first["run_id"], later["run_id"])
@@ -450,13 +450,13 @@ func TestCommandAuth(t *testing.T) {
 
 func TestCommandKeyExpires(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *server.Config) { c.ClientTTL = time.Second })
+	b := setup(t, func(c *server.Config) { c.ClientTTL = 3 * time.Second })
 	r := b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "k", []byte(`{"input": 1}`))
 	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
 	r = b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "k", []byte(`{"input": 2}`))
 	require.Equal(t, http.StatusConflict, r.status)
 
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(3200 * time.Millisecond)
 	r = b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "k", []byte(`{"input": 2}`))
 	require.Equal(t, http.StatusCreated, r.status, "an expired key is free again: %s", r.body)
 	require.Empty(t, r.header.Get(server.HeaderReplayed))

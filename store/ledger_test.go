@@ -93,7 +93,9 @@ func TestLedgerRollbackFreesKey(t *testing.T) {
 func TestLedgerExpiredKeyIsReusable(t *testing.T) {
 	t.Parallel()
 	b := setupLedger(t)
-	c := store.LedgerClaim{Scope: "v1", Key: "k", RequestHash: "h1", TTL: 200 * time.Millisecond}
+	// The TTL is long enough that the second claim, even on a loaded
+	// machine, comes while the key is live.
+	c := store.LedgerClaim{Scope: "v1", Key: "k", RequestHash: "h1", TTL: 2 * time.Second}
 	_, owned, err := b.claim(t, c, "first", false)
 	require.NoError(t, err)
 	require.True(t, owned)
@@ -102,7 +104,7 @@ func TestLedgerExpiredKeyIsReusable(t *testing.T) {
 	_, _, err = b.claim(t, c, "second", false)
 	require.ErrorIs(t, err, store.ErrKeyReused, "still live")
 
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(2100 * time.Millisecond)
 	_, owned, err = b.claim(t, c, "second", false)
 	require.NoError(t, err)
 	require.True(t, owned, "an expired key is taken over, whatever its old request")
