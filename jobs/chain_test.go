@@ -15,40 +15,30 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// TestEventTriggerEndToEnd: a Deposit log on a real anvil becomes exactly
-// one confirmed-phase run (where: filters before claiming), whose http_call
-// carries the exact uint256 amount.
-func TestEventTriggerEndToEnd(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	node := anviltest.Start(t, anviltest.Options{})
-	em := anviltest.DeployEmitter(t, node)
-	recv := newReceiver(t)
-
+// chainProject writes a project (with the Emitter's ABI as ./Vault.json)
+// and loads it; lookupEnv resolves ${VAR}s (nil: the environment).
+func chainProject(t *testing.T, projectYAML string, lookupEnv func(string) (string, bool)) *workflow.Project {
+	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
-name: e2e
-networks:
-  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
-contracts:
-  - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
-workflows:
-  - name: big-deposits
-    trigger:
-      event: { contract: Vault, event: Deposit, where: "${{ event.amount >= 10 }}", run_on: confirmed }
-    steps:
-      - id: tell
-        http_call: { method: POST, url: "%s/deposit", body: "${{ event.amount }}" }
-`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
-	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(projectYAML), 0o644))
+	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{LookupEnv: lookupEnv})
 	require.NoError(t, err)
+	return project
+}
 
+// chainBundle deploys the project on a fresh database and runs an engine
+// and the chain service claiming through it.
+func chainBundle(t *testing.T, projectYAML string) (*pgxpool.Pool, *jobs.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	project := chainProject(t, projectYAML, nil)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
@@ -64,6 +54,33 @@ workflows:
 	done := make(chan struct{})
 	go func() { defer close(done); _ = svc.Run(sctx) }()
 	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+	return pool, e
+}
+
+// TestEventTriggerEndToEnd: a Deposit log on a real anvil becomes exactly
+// one confirmed-phase run (where: filters before claiming), whose http_call
+// carries the exact uint256 amount.
+func TestEventTriggerEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	recv := newReceiver(t)
+
+	pool, _ := chainBundle(t, fmt.Sprintf(`
+name: e2e
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
+workflows:
+  - name: big-deposits
+    trigger:
+      event: { contract: Vault, event: Deposit, where: "${{ event.amount >= 10 }}", run_on: confirmed }
+    steps:
+      - id: tell
+        http_call: { method: POST, url: "%s/deposit", body: "${{ event.amount }}" }
+`, node.URL, em.Address.Hex(), recv.URL))
 
 	// 2^255 + 1: far beyond float64's exact range.
 	huge := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(1))
@@ -100,9 +117,7 @@ func TestReadAndBlockTriggersEndToEnd(t *testing.T) {
 	em := anviltest.DeployEmitter(t, node)
 	em.Deposit(42) // totalAssets() = 42
 	recv := newReceiver(t)
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+	pool, _ := chainBundle(t, fmt.Sprintf(`
 name: reads
 networks:
   - { name: local, chain_id: 31337, rpc: %q, confirmations: 0, block_poll_interval: 100ms }
@@ -117,24 +132,7 @@ workflows:
     trigger: { block: { network: local, every: 3 } }
     steps:
       - { id: tell, http_call: { method: POST, url: "%[3]s/block", body: "${{ trigger.block }}" } }
-`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
-	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
-	require.NoError(t, err)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	e := startEngine(t, pool, url, project)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
-	cfg, err := e.ChainConfig()
-	require.NoError(t, err)
-	svc, err := chain.NewService(ctx, pool, e, cfg, nil)
-	require.NoError(t, err)
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = svc.Run(sctx) }()
-	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+`, node.URL, em.Address.Hex(), recv.URL))
 
 	// Block and read triggers start at the head they first see: keep
 	// mining until both have fired twice.

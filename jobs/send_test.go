@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,9 +28,7 @@ func TestSendStep(t *testing.T) {
 	recv := newReceiver(t)
 	_, from := anviltest.Key(t, 1)
 
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+	project := chainProject(t, fmt.Sprintf(`
 name: sends
 networks:
   - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
@@ -54,16 +51,12 @@ workflows:
           args: ["0x000000000000000000000000000000000000dEaD", "${{ trigger.input.amount }}"]
       - id: tell
         http_call: { method: POST, url: "%[3]s/sent", body: "${{ steps.pay.output.hash }}" }
-`, node.URL, em.Address.Hex(), recv.URL)), 0o644))
-	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{
-		LookupEnv: func(k string) (string, bool) {
-			if k == "OPS_KEY" {
-				return anviltest.DevKeys[1], true
-			}
-			return os.LookupEnv(k)
-		},
+`, node.URL, em.Address.Hex(), recv.URL), func(k string) (string, bool) {
+		if k == "OPS_KEY" {
+			return anviltest.DevKeys[1], true
+		}
+		return os.LookupEnv(k)
 	})
-	require.NoError(t, err)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
@@ -107,8 +100,7 @@ func TestSendDryRun(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{})
 	_, from := anviltest.Key(t, 3)
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(fmt.Sprintf(`
+	project := chainProject(t, fmt.Sprintf(`
 name: dry
 networks:
   - { name: local, chain_id: 31337, rpc: %q, confirmations: 1 }
@@ -120,9 +112,7 @@ workflows:
     steps:
       - id: pay
         send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(1) }}" }
-`, node.URL, "0x"+anviltest.DevKeys[3])), 0o644))
-	project, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
-	require.NoError(t, err)
+`, node.URL, "0x"+anviltest.DevKeys[3]), nil)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
