@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/jobs"
-	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
@@ -187,7 +187,7 @@ func TestThreeStepRunJournalsEveryStep(t *testing.T) {
 	require.Equal(t, id.String()+":c", c.Header.Get("Idempotency-Key"))
 	require.Equal(t, id.String(), c.Header.Get("X-Rflow-Run-Id"))
 	require.Equal(t, "c", c.Header.Get("X-Rflow-Step"))
-	require.Equal(t, server.Sign("s3cret", c.Header.Get(server.HeaderTimestamp), nil), c.Header.Get(server.HeaderSignature))
+	require.Equal(t, signature.Sign("s3cret", c.Header.Get(signature.HeaderTimestamp), nil), c.Header.Get(signature.HeaderSignature))
 
 	// The claim gate: the same key never makes a second run.
 	again := b.manual(t, "three", "k1", nil)

@@ -8,10 +8,9 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -46,10 +45,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	hreq.Header.Set("X-Rflow-Run-Id", run.ID.String())
 	hreq.Header.Set("X-Rflow-Step", row.Key)
 	if secret != "" {
-		// The same scheme webhooks into rflow use (server.Sign).
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		hreq.Header.Set(server.HeaderTimestamp, ts)
-		hreq.Header.Set(server.HeaderSignature, server.Sign(secret, ts, body))
+		signature.SetHeaders(hreq.Header, secret, body, time.Now())
 	}
 	resp, err := e.http.Do(hreq)
 	if err != nil {

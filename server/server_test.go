@@ -23,6 +23,7 @@ import (
 
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -177,9 +178,9 @@ func (b *testBundle) api(t *testing.T, method, path, key string, body []byte) re
 func signed(body []byte, extra map[string]string) map[string]string {
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	h := map[string]string{
-		server.HeaderTimestamp: ts,
-		server.HeaderSignature: server.Sign(hookSecret, ts, body),
-		"Content-Type":         "application/json",
+		signature.HeaderTimestamp: ts,
+		signature.HeaderSignature: signature.Sign(hookSecret, ts, body),
+		"Content-Type":            "application/json",
 	}
 	for k, v := range extra {
 		h[k] = v
@@ -279,18 +280,18 @@ func TestWebhookRejectionsStoreNothing(t *testing.T) {
 	}{
 		{"missing signature", "/hooks/keyed", body, key, http.StatusUnauthorized, "bad_signature"},
 		{"wrong secret", "/hooks/keyed", body, map[string]string{
-			server.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10),
-			server.HeaderSignature: server.Sign("not-the-secret", strconv.FormatInt(time.Now().Unix(), 10), body),
-			"X-Idempotency-Key":    "k"}, http.StatusUnauthorized, "bad_signature"},
+			signature.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10),
+			signature.HeaderSignature: signature.Sign("not-the-secret", strconv.FormatInt(time.Now().Unix(), 10), body),
+			"X-Idempotency-Key":       "k"}, http.StatusUnauthorized, "bad_signature"},
 		{"signature of another body", "/hooks/keyed", body, signed([]byte(`{"ok": false}`), key), http.StatusUnauthorized, "bad_signature"},
 		{"stale timestamp", "/hooks/keyed", body, map[string]string{
-			server.HeaderTimestamp: old, server.HeaderSignature: server.Sign(hookSecret, old, body), "X-Idempotency-Key": "k"},
+			signature.HeaderTimestamp: old, signature.HeaderSignature: signature.Sign(hookSecret, old, body), "X-Idempotency-Key": "k"},
 			http.StatusUnauthorized, "bad_signature"},
 		{"future timestamp", "/hooks/keyed", body, map[string]string{
-			server.HeaderTimestamp: future, server.HeaderSignature: server.Sign(hookSecret, future, body), "X-Idempotency-Key": "k"},
+			signature.HeaderTimestamp: future, signature.HeaderSignature: signature.Sign(hookSecret, future, body), "X-Idempotency-Key": "k"},
 			http.StatusUnauthorized, "bad_signature"},
 		{"garbage signature", "/hooks/keyed", body, map[string]string{
-			server.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10), server.HeaderSignature: "sha256=zz"},
+			signature.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10), signature.HeaderSignature: "sha256=zz"},
 			http.StatusUnauthorized, "bad_signature"},
 		{"oversized", "/hooks/keyed", big, signed(big, key), http.StatusRequestEntityTooLarge, "body_too_large"},
 		{"oversized unsigned", "/hooks/open", big, nil, http.StatusRequestEntityTooLarge, "body_too_large"},

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -63,8 +63,8 @@ workflows:
 	post := func(body []byte, secret string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/hooks/on-order", bytes.NewReader(body))
 		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req.Header.Set(server.HeaderTimestamp, ts)
-		req.Header.Set(server.HeaderSignature, server.Sign(secret, ts, body))
+		req.Header.Set(signature.HeaderTimestamp, ts)
+		req.Header.Set(signature.HeaderSignature, signature.Sign(secret, ts, body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)
