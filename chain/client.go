@@ -19,6 +19,8 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/rflow-dev/rflow/redact"
 )
 
 // ErrNotFound is returned when the node does not know the requested block.
@@ -82,7 +84,7 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 		rc, err := rpc.DialOptions(ctx, u)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("chain client: dial %s: %w", redactURL(u), err)
+			return nil, fmt.Errorf("chain client: dial %s: %w", redact.URL(u), redact.Error(err))
 		}
 		c.conns = append(c.conns, rc)
 	}
@@ -127,8 +129,8 @@ func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn fu
 		if answered(err) || (rangeSensitive && IsRangeError(err)) {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		lastErr = fmt.Errorf("%s via %s: %w", what, redactURL(c.opts.URLs[i]), err)
-		c.log.Debug("rpc call failed", "call", what, "url", redactURL(c.opts.URLs[i]), "err", err)
+		lastErr = fmt.Errorf("%s via %s: %w", what, redact.URL(c.opts.URLs[i]), redact.Error(err))
+		c.log.Debug("rpc call failed", "call", what, "url", redact.URL(c.opts.URLs[i]), "err", redact.Error(err))
 		c.mu.Lock()
 		if c.preferred == i {
 			c.preferred = (i + 1) % len(c.conns)
@@ -159,21 +161,6 @@ func answered(err error) bool {
 		return false
 	}
 	return true
-}
-
-// redactURL keeps scheme and host only: provider URLs often carry API keys.
-func redactURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		rest := u[i+3:]
-		if j := strings.IndexAny(rest, "/?"); j >= 0 {
-			rest = rest[:j]
-		}
-		if k := strings.LastIndex(rest, "@"); k >= 0 {
-			rest = rest[k+1:]
-		}
-		return u[:i+3] + rest
-	}
-	return "rpc"
 }
 
 // Header is the part of a block header rflow uses.
@@ -346,7 +333,7 @@ func (c *Client) SubscribeHeads(ctx context.Context) <-chan uint64 {
 			if ctx.Err() != nil {
 				return
 			}
-			c.log.Warn("newHeads subscription ended; reconnecting", "url", redactURL(c.opts.WSURL), "err", err)
+			c.log.Warn("newHeads subscription ended; reconnecting", "url", redact.URL(c.opts.WSURL), "err", redact.Error(err))
 			select {
 			case <-ctx.Done():
 				return

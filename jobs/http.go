@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -49,12 +50,12 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	}
 	resp, err := e.http.Do(hreq)
 	if err != nil {
-		return outcome{err: fmt.Errorf("%s %s: %w", req.method, redactURL(req.url), err), retryable: retryTransport(s)}
+		return outcome{err: fmt.Errorf("%s %s: %w", req.method, redact.URL(req.url), redact.Error(err)), retryable: retryTransport(s)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
-		return outcome{err: fmt.Errorf("%s %s: read response: %w", req.method, redactURL(req.url), err), retryable: retryTransport(s)}
+		return outcome{err: fmt.Errorf("%s %s: read response: %w", req.method, redact.URL(req.url), redact.Error(err)), retryable: retryTransport(s)}
 	}
 	out := map[string]any{
 		"status":  int64(resp.StatusCode),
@@ -64,7 +65,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	if !expect(resp.StatusCode) {
 		return outcome{
 			output:    out,
-			err:       fmt.Errorf("%s %s: unexpected status %d", req.method, redactURL(req.url), resp.StatusCode),
+			err:       fmt.Errorf("%s %s: unexpected status %d", req.method, redact.URL(req.url), resp.StatusCode),
 			retryable: retryStatus(s, resp.StatusCode),
 		}
 	}
@@ -182,13 +183,4 @@ func decodeBody(contentType string, raw []byte) any {
 		}
 	}
 	return string(raw)
-}
-
-// redactURL keeps credentials and query strings (which often hold tokens,
-// e.g. Slack webhook paths are secrets too) out of errors.
-func redactURL(raw string) string {
-	if i := bytes.IndexAny([]byte(raw), "?#"); i >= 0 {
-		raw = raw[:i]
-	}
-	return raw
 }

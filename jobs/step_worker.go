@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -185,8 +186,9 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 			}
 		case o.retryable && l.n.step.Retry.CanRetry(attempt):
 			// A known failure: the next attempt gets a new number and
-			// its own job after the backoff.
-			msg := o.err.Error()
+			// its own job after the backoff. Journaled errors are shown by
+			// the API and the CLI: no URL credentials, whatever the step.
+			msg := redact.Text(o.err.Error())
 			wait := l.n.step.Retry.BackoffDelay(attempt)
 			at := time.Now().Add(wait)
 			ok, err := store.SettleStep(ctx, tx, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepRetrying,
@@ -198,7 +200,7 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 			_, err = e.client.InsertManyTx(ctx, tx, a.jobs)
 			return err
 		default:
-			msg := o.err.Error()
+			msg := redact.Text(o.err.Error())
 			w.SettleStep(a.run.ID, key, attempt, store.StepOutcome{Status: store.StepFailed,
 				Error: &msg, StartedAt: started})
 			step.Status, step.Error = store.StepFailed, &msg

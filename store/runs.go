@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/redact"
 )
 
 // Run statuses.
@@ -62,7 +64,19 @@ func scanRun(row pgx.Row) (*Run, error) {
 	err := row.Scan(&r.ID, &r.Workflow, &r.Generation, &r.Attempt, &r.TriggerKey, &r.TriggerKind, &r.Trigger,
 		&r.Status, &r.Position, &r.Epoch, &r.Error, &r.FailedStep, &r.ChainID, &r.BlockNumber, &r.OrphanedAt,
 		&r.WakeAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+	r.Error = scrub(r.Error)
 	return &r, err
+}
+
+// scrub masks URL credentials in a journaled error on its way out. The
+// engine already writes them masked; this keeps rows written by older
+// versions out of API replies and `runs show` too.
+func scrub(msg *string) *string {
+	if msg == nil {
+		return nil
+	}
+	clean := redact.Text(*msg)
+	return &clean
 }
 
 // GetRun loads one run. With forUpdate it locks the row for the rest of tx.

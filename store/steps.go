@@ -46,6 +46,7 @@ func scanStep(row pgx.Row) (*StepRun, error) {
 	var s StepRun
 	err := row.Scan(&s.RunID, &s.Key, &s.StepID, &s.Kind, &s.Attempt, &s.Status, &s.Input, &s.Output,
 		&s.Error, &s.WakeAt, &s.CreatedAt, &s.StartedAt, &s.FinishedAt)
+	s.Error = scrub(s.Error)
 	return &s, err
 }
 

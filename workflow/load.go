@@ -15,6 +15,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/rflow-dev/rflow/redact"
 )
 
 // LoadOptions tune Load.
@@ -290,20 +292,10 @@ func (l *loader) uniqueName(n *node, what string, taken []string) string {
 func (l *loader) checkURL(pos Position, what, s string, schemes ...string) bool {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || !contains(schemes, strings.ToLower(u.Scheme)) {
-		l.errorf(pos, "%s %q is not a valid %s URL", what, redactURL(s), strings.Join(schemes, "/"))
+		l.errorf(pos, "%s %q is not a valid %s URL", what, redact.URL(s), strings.Join(schemes, "/"))
 		return false
 	}
 	return true
-}
-
-// redactURL hides credentials in a URL before it goes into a message.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = url.User(redacted)
-	return u.String()
 }
 
 // networkRef resolves a network name, reporting unknown names.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"net/url"
 	"strings"
+
+	"github.com/rflow-dev/rflow/redact"
 )
 
 var stepKinds = []string{StepHTTPCall, StepNotify, StepSend, StepWaitFor, StepForeach, StepDelay, StepGoto, StepFail, StepNoop}
@@ -183,7 +185,7 @@ func (l *loader) urlValue(n *node, sc *scope, what string) *Value {
 		s, isStr := lit.(string)
 		u, err := url.Parse(s)
 		if !isStr || err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			l.errorf(n.pos, "%s %q is not an http(s) URL", what, redactURL(s))
+			l.errorf(n.pos, "%s %q is not an http(s) URL", what, redact.URL(s))
 		}
 	}
 	return v

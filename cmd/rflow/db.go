@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -119,5 +120,7 @@ func newLogger(c *cli.Context) *slog.Logger {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		level = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	// Every line goes through redact: River, pgx and the chain client log
+	// errors that may repeat a URL with its credentials.
+	return slog.New(redact.Handler(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})))
 }

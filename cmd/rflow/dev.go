@@ -25,6 +25,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/examples/quickstart"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -352,7 +353,7 @@ func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoi
 	} else {
 		fmt.Fprintf(&b, "  postgres  your database (--database-url)\n")
 	}
-	fmt.Fprintf(&b, "  database  %s\n", redactDBURL(db.URL))
+	fmt.Fprintf(&b, "  database  %s\n", redact.URL(db.URL))
 	fmt.Fprintf(&b, "  chain     %s, chain id %d, %s\n", ch.desc, ch.chainID, ch.url)
 	fmt.Fprintf(&b, "  contract  Emitter at %s\n", ch.contract.Hex())
 	fmt.Fprintf(&b, "  endpoint  %s/dev/echo, %s/dev/notify\n", endpoint, endpoint)
@@ -361,15 +362,6 @@ func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoi
 	}
 	fmt.Fprintf(&b, "Watching runs; Ctrl-C stops everything.")
 	v.printf("%s", b.String())
-}
-
-// redactDBURL hides a password in a database URL.
-func redactDBURL(u string) string {
-	cfg, err := pgxpool.ParseConfig(u)
-	if err != nil || cfg.ConnConfig.Password == "" {
-		return u
-	}
-	return strings.Replace(u, ":"+cfg.ConnConfig.Password+"@", ":***@", 1)
 }
 
 func (v *devView) deposit(tx common.Hash, amount *big.Int) {

@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/migrations"
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -159,7 +160,7 @@ func ensureTemplate(ctx context.Context) error {
 	template = "rflow_tpl_" + migrationsHash()
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+		return fmt.Errorf("connect to %s: %w", redact.URL(adminURL), redact.Error(err))
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext('rflow.storetest.template'))`); err != nil {
@@ -245,14 +246,6 @@ func withDatabase(raw, db string) string {
 	}
 	u.Path = "/" + db
 	return u.String()
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "the test database"
-	}
-	return u.Redacted()
 }
 
 func randomHex(n int) string {
