@@ -33,7 +33,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	body := req.body
 	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url, bytes.NewReader(body))
 	if err != nil {
-		return outcome{err: fmt.Errorf("request: %w", err)}
+		return outcome{err: fmt.Errorf("request: %w", redact.Error(err))}
 	}
 	for k, v := range req.headers {
 		hreq.Header.Set(k, v)

@@ -85,7 +85,7 @@ func cleanPgError(err error) string {
 	if i := strings.LastIndex(msg, ": "); i >= 0 && errors.Unwrap(err) != nil {
 		msg = msg[i+2:]
 	}
-	return msg
+	return redact.Text(msg)
 }
 
 // embeddedDataDir is where the embedded Postgres keeps its data for project:
