@@ -110,7 +110,11 @@ func maskQuery(query string) string {
 
 // Text masks every URL found in s, and a keyword/value database password.
 func Text(s string) string {
-	s = urlInText.ReplaceAllStringFunc(s, URL)
+	s = urlInText.ReplaceAllStringFunc(s, func(m string) string {
+		// Punctuation after a URL belongs to the sentence ("GET <url>: …").
+		u := strings.TrimRight(m, ".,:;!?)]}")
+		return URL(u) + m[len(u):]
+	})
 	return dsnPassword.ReplaceAllString(s, "${1}"+Mask)
 }
 

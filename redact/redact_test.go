@@ -66,8 +66,8 @@ func TestErrorScrubsWrappedURLError(t *testing.T) {
 
 func TestText(t *testing.T) {
 	t.Parallel()
-	in := `dial "wss://node.example/ws?key=abc" then 'https://a:b@h/p', password=pw and https://h/ok.`
-	require.Equal(t, `dial "wss://node.example/ws?key=xxxxx" then 'https://a:xxxxx@h/p', password=xxxxx and https://h/ok.`, redact.Text(in))
+	in := `dial "wss://node.example/ws?key=abc" then 'https://a:b@h/p', password=pw and https://h/ok. GET https://h/x?t=1: refused (see https://h/y?t=2)`
+	require.Equal(t, `dial "wss://node.example/ws?key=xxxxx" then 'https://a:xxxxx@h/p', password=xxxxx and https://h/ok. GET https://h/x?t=xxxxx: refused (see https://h/y?t=xxxxx)`, redact.Text(in))
 }
 
 func TestHandler(t *testing.T) {
