@@ -5,12 +5,15 @@
 //
 // What is hidden:
 //   - a password in the userinfo: user:pw@host becomes user:xxxxx@host;
-//   - every query value: ?token=abc&v=2 becomes ?token=xxxxx&v=xxxxx;
+//   - every query value: ?token=abc&v=2 becomes ?token=xxxxx&v=xxxxx, except
+//     the database connection settings in safeQuery (sslmode=disable stays,
+//     so the URL `rflow dev` prints still connects);
 //   - a fragment: #access_token=… becomes #xxxxx;
-//   - a path segment that looks like an API key (at least 20 letters,
-//     digits, dashes or underscores, one of them a digit; UUIDs excepted),
-//     as node providers and chat webhooks put keys in paths: /v3/<key>
-//     becomes /v3/xxxxx;
+//   - a path segment that looks like an API key (20 or more letters, digits,
+//     dashes and underscores with a digit, and either a run of 20 letters
+//     and digits or both upper and lower case), as node providers and chat
+//     webhooks put keys in paths: /v3/<key> becomes /v3/xxxxx, while a
+//     database name like rflow_test_17773f2f6cfb or a UUID stays;
 //   - in a keyword/value database string, the password=… value.
 //
 // The scheme, host, port, user name, the other path segments and query keys
@@ -25,12 +28,16 @@ import (
 // Mask replaces each hidden part.
 const Mask = "xxxxx"
 
+// safeQuery are the query keys whose values are never secret: libpq
+// connection settings a printed database URL needs to stay usable.
+var safeQuery = map[string]bool{"sslmode": true, "connect_timeout": true, "application_name": true}
+
 var (
 	// urlInText finds URLs in free text: a scheme, "://", and everything up
 	// to a space or a quote (url.Error quotes the URL it repeats).
 	urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.\-]*://[^\s"'<>` + "`" + `]+`)
-	keyLike   = regexp.MustCompile(`^[A-Za-z0-9_\-]{20,}$`)
-	uuidLike  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	keyChars  = regexp.MustCompile(`^[A-Za-z0-9_\-]{20,}$`)
+	keyRun    = regexp.MustCompile(`[A-Za-z0-9]{20}`)
 	// dsnPassword is password=… in a libpq keyword/value string, quoted or not.
 	dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
 )
@@ -84,11 +91,19 @@ func URL(raw string) string {
 func maskPath(path string) string {
 	segs := strings.Split(path, "/")
 	for i, s := range segs {
-		if keyLike.MatchString(s) && strings.ContainsAny(s, "0123456789") && !uuidLike.MatchString(s) {
+		if keyLike(s) {
 			segs[i] = Mask
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+func keyLike(s string) bool {
+	if !keyChars.MatchString(s) || !strings.ContainsAny(s, "0123456789") {
+		return false
+	}
+	mixedCase := strings.ToLower(s) != s && strings.ToUpper(s) != s
+	return mixedCase || keyRun.MatchString(s)
 }
 
 func maskQuery(query string) string {
@@ -99,7 +114,7 @@ func maskQuery(query string) string {
 	for i, p := range parts {
 		key, value, ok := strings.Cut(p, "=")
 		switch {
-		case ok && value != "":
+		case ok && value != "" && !safeQuery[strings.ToLower(key)]:
 			parts[i] = key + "=" + Mask
 		case !ok && p != "":
 			parts[i] = Mask // ?<token> with no key
