@@ -289,7 +289,7 @@ func exprOptions() []expr.Option {
 		one("ether", func(x any) (any, error) { return unitsOf(x, 18) }),
 		one("gwei", func(x any) (any, error) { return unitsOf(x, 9) }),
 		two("units", unitsOf),
-		one("bigint", func(x any) (any, error) { return ToBigInt(x) }),
+		one("bigint", func(x any) (any, error) { return toBigInt(x) }),
 		two("format_units", func(x, d any) (any, error) { return formatUnits(x, d) }),
 	}
 	for _, op := range []string{"+", "-", "*", "/", "%", "**"} {
@@ -311,7 +311,8 @@ func compileExpr(src string, pos Position, sc *scope) (*Expr, Diagnostics) {
 	if strings.TrimSpace(src) == "" {
 		return nil, Diagnostics{{Pos: pos, Message: "empty expression ${{ }}"}}
 	}
-	tree, err := safeExprParse(src)
+	parsed, lits := bigLiterals(src)
+	tree, err := safeExprParse(parsed)
 	if err != nil {
 		offset, msg := 0, err.Error()
 		var fe *file.Error
@@ -319,6 +320,9 @@ func compileExpr(src string, pos Position, sc *scope) (*Expr, Diagnostics) {
 			offset, msg = fe.From, fe.Message
 		}
 		return nil, Diagnostics{{Pos: at(offset), Message: fmt.Sprintf("invalid expression ${{ %s }}: %s", src, msg)}}
+	}
+	if lits != nil {
+		ast.Walk(&tree.Node, bigLiteralPatcher{lits})
 	}
 	c := &checker{sc: sc, locals: map[string]*typ{}}
 	t := c.typeOf(tree.Node)
@@ -329,7 +333,7 @@ func compileExpr(src string, pos Position, sc *scope) (*Expr, Diagnostics) {
 		}
 		return nil, ds
 	}
-	prog, err := safeCompile(src)
+	prog, err := safeCompile(parsed, lits)
 	if err != nil {
 		offset, msg := 0, err.Error()
 		var fe *file.Error
@@ -350,13 +354,17 @@ func safeExprParse(src string) (tree *parser.Tree, err error) {
 	return parser.Parse(src)
 }
 
-func safeCompile(src string) (prog *vm.Program, err error) {
+func safeCompile(src string, lits map[string]string) (prog *vm.Program, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog, err = nil, fmt.Errorf("the expression compiler failed on this input (%v)", r)
 		}
 	}()
-	return expr.Compile(src, exprOptions()...)
+	opts := exprOptions()
+	if lits != nil {
+		opts = append([]expr.Option{expr.Patch(bigLiteralPatcher{lits})}, opts...)
+	}
+	return expr.Compile(src, opts...)
 }
 
 // segment is a piece of a string scalar: plain text or an expression.

@@ -126,11 +126,12 @@ func (l *loader) integer(n *node, what string, lo, hi int64) (int64, bool) {
 	if f, isFloat := n.val.(float64); isFloat && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 		s = strconv.FormatInt(int64(f), 10)
 	}
-	i, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(s), "_", ""), 0, 64)
-	if err != nil {
+	b, err := parseInteger(s)
+	if err != nil || !b.IsInt64() {
 		l.errorf(n.pos, "%s must be an integer, not %q", what, s)
 		return 0, false
 	}
+	i := b.Int64()
 	if i < lo || i > hi {
 		if hi == math.MaxInt64 {
 			l.errorf(n.pos, "%s must be at least %d, not %d", what, lo, i)
@@ -151,8 +152,8 @@ func (l *loader) bigInteger(n *node, what string) (*big.Int, bool) {
 	if !ok {
 		return nil, false
 	}
-	b, okb := new(big.Int).SetString(strings.TrimSpace(s), 0)
-	if !okb || b.Sign() < 0 {
+	b, err := parseInteger(s)
+	if err != nil || b.Sign() < 0 {
 		l.errorf(n.pos, "%s must be a non-negative integer, not %q", what, s)
 		return nil, false
 	}

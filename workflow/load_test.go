@@ -194,6 +194,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"1:1: workflow w: missing trigger"}},
 		{"function arg types", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [\"nope\", \"${{ event.sender }}\"] }\n",
 			[]string{"6:68: argument 1 (address to) of refund: \"nope\" is not a 0x-prefixed 20-byte hex address", "6:76: argument 2 (uint256 amount) of refund: got address"}},
+		{"address as a uint256 argument", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [\"0x5FbDB2315678afecb367f032d93F642f64180aa3\", \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"] }\n",
+			[]string{"5:114: argument 2 (uint256 amount) of refund: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\" is an address, not an integer"}},
 		{"function arg count", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [1] }\n",
 			[]string{"5:61: send: refund takes 2 argument(s) (address to, uint256 amount), got 1"}},
 		{"unknown key", "name: w\ntrigger: { manual: {} }\nstpes:\n  - id: a\n    noop: {}\n",

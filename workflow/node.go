@@ -310,8 +310,19 @@ func (c *converter) mapping(pos Position, values []*ast.MappingValueNode, depth 
 }
 
 // normalizeYAMLInt keeps integers exact: int64 when they fit, *big.Int when
-// they do not.
+// they do not. A leading zero does not make octal (010 is 10, as in YAML
+// 1.2 and in rflow's integer strings); octal is written 0o10.
 func normalizeYAMLInt(n *ast.IntegerNode) any {
+	if n.Token != nil {
+		if t := strings.TrimLeft(n.Token.Value, "+-"); len(t) > 1 && t[0] == '0' && t[1] >= '0' && t[1] <= '9' {
+			if b, err := parseInteger(n.Token.Value); err == nil {
+				if b.IsInt64() {
+					return b.Int64()
+				}
+				return b
+			}
+		}
+	}
 	switch v := n.Value.(type) {
 	case int64:
 		return v

@@ -447,33 +447,6 @@ func plus(p ...any) (any, error) {
 	return intResult(n.i)
 }
 
-// ToBigInt converts a value an expression produced (int, int64, *big.Int,
-// a decimal or 0x-hex string, an integral float) into a *big.Int. The engine
-// uses it for send values and function arguments.
-func ToBigInt(v any) (*big.Int, error) {
-	if s, ok := v.(string); ok {
-		s = strings.TrimSpace(s)
-		if b, ok := new(big.Int).SetString(s, 0); ok {
-			return b, nil
-		}
-		if b, err := parseAmount(s); err == nil {
-			return b, nil
-		}
-		return nil, fmt.Errorf("%q is not an integer", s)
-	}
-	n, ok := toNumber(v)
-	if !ok {
-		return nil, fmt.Errorf("%s is not an integer", typeName(v))
-	}
-	if n.isFloat {
-		if n.f != math.Trunc(n.f) || math.IsInf(n.f, 0) || math.Abs(n.f) > 1<<53 {
-			return nil, fmt.Errorf("%v is not an exact integer", n.f)
-		}
-		return big.NewInt(int64(n.f)), nil
-	}
-	return new(big.Int).Set(n.i), nil
-}
-
 // scaleDecimal converts the decimal text s ("1.5", "2", "0.000001") into an
 // integer scaled by 10^decimals, exactly; more fractional digits than
 // decimals is an error rather than a rounding.
