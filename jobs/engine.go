@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,24 +333,16 @@ func clientID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// environ is the `env` expression variable: the process environment at
-// start, less what must never reach a step's request or journal: the
-// database URL, the API token, and any variable holding a wallet's key or
-// password.
+// environ is the `env` expression variable: the variables the project
+// declares under env: (Project.Env), read at start, and nothing else.
+// workflow.Load is the one gate for what may be declared: it refuses the
+// database URL, the API token and wallet secrets, and unset variables.
 func environ(p *workflow.Project) map[string]any {
-	secret := map[string]bool{}
-	for _, w := range p.Wallets {
-		secret[w.PrivateKey.Reveal()] = true
-		secret[w.Password.Reveal()] = true
-	}
-	delete(secret, "")
-	out := map[string]any{}
-	for _, kv := range os.Environ() {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "DATABASE_URL" || k == "RFLOW_API_TOKEN" || secret[v] || secret["0x"+v] || secret[strings.TrimPrefix(v, "0x")] {
-			continue
+	out := make(map[string]any, len(p.Env))
+	for _, k := range p.Env {
+		if v, ok := os.LookupEnv(k); ok {
+			out[k] = v
 		}
-		out[k] = v
 	}
 	return out
 }

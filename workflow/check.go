@@ -39,7 +39,10 @@ type typ struct {
 	// name is how errors call it ("uint256", "address", "event Deposit").
 	name   string
 	fields map[string]*typ // tObject: the known fields (closed)
-	elem   *typ            // tList, tMap
+	// unknownField, when set, is the message (a format taking the field)
+	// for reading a field an object does not have.
+	unknownField string
+	elem         *typ // tList, tMap
 }
 
 var (
@@ -274,6 +277,10 @@ func (c *checker) member(n *ast.MemberNode) *typ {
 			return ft
 		}
 		names := slices.Sorted(maps.Keys(t.fields))
+		if t.unknownField != "" {
+			c.errorf(n.Property, t.unknownField+"%s", prop.Value, suggest(prop.Value, names))
+			return anyT
+		}
 		c.errorf(n.Property, "unknown field %s of %s%s (fields: %s)", prop.Value, t.name, suggest(prop.Value, names), joinNames(names))
 		return anyT
 	case tMap:

@@ -13,6 +13,7 @@ func Example() {
 	env := map[string]string{
 		"OPS_PRIVATE_KEY": "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
 		"HOOK_SECRET":     "hook", "API_SECRET": "api", "DATABASE_URL": "postgres://localhost/rflow",
+		"SLACK_URL": "https://hooks.slack.example/T0/B0/x",
 	}
 	p, err := workflow.Load("../testdata/projects/reference/rflow.yaml", workflow.LoadOptions{
 		LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },

@@ -14,7 +14,7 @@ func testScope() *scope {
 		"sender": addrT, "amount": {kind: tInt, name: "uint256"}, "block": intT, "tx_hash": hashT, "log_index": intT, "address": addrT,
 	})
 	return &scope{vars: map[string]*typ{
-		"event": ev, "env": envT, "run": runT,
+		"event": ev, "env": (&Project{Env: []string{"HOME", "NAME", "SLACK_URL"}}).envType(), "run": runT,
 		"trigger": objectT("trigger", map[string]*typ{"key": stringT, "kind": stringT, "event": ev}),
 		"steps":   objectT("steps", map[string]*typ{"lookup": objectT("step lookup", map[string]*typ{"output": anyT})}),
 	}, absent: absentReasons()}

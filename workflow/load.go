@@ -37,6 +37,7 @@ const maxFileSize = 16 << 20
 func Load(path string, opts LoadOptions) (*Project, error) {
 	l := newLoader(opts.LookupEnv)
 	l.p.Dir = filepath.Dir(path)
+	l.p.file = filepath.Base(path)
 	src, err := readFile(path)
 	if err != nil {
 		l.errorf(Position{File: path}, "cannot read the project file: %v", unwrapPathError(errors.Unwrap(err)))
@@ -113,7 +114,7 @@ func unwrapPathError(err error) error {
 
 // project builds the Project from the document root.
 func (l *loader) project(root *node) {
-	m := l.fields(root, "the project", "name", "database_url", "networks", "wallets", "contracts", "workflows")
+	m := l.fields(root, "the project", "name", "database_url", "env", "networks", "wallets", "contracts", "workflows")
 	if m == nil {
 		return
 	}
@@ -135,6 +136,14 @@ func (l *loader) project(root *node) {
 	for _, n := range l.list(m["contracts"], "contracts", false) {
 		l.contract(n)
 	}
+	secretRefs := map[string]string{}
+	envRefsIn(m["database_url"], "the database URL", secretRefs)
+	for _, n := range l.list(m["wallets"], "wallets", false) {
+		name := scalarText(n.get("name").val)
+		envRefsIn(n.get("private_key"), "wallet "+name+"'s private key", secretRefs)
+		envRefsIn(n.get("password"), "wallet "+name+"'s keystore password", secretRefs)
+	}
+	l.envAllowlist(m["env"], secretRefs)
 	var wfs []*node
 	for _, n := range l.list(m["workflows"], "workflows", false) {
 		if inc := n.get("include"); inc != nil {

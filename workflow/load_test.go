@@ -17,6 +17,7 @@ const testKey = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b786
 
 var referenceEnv = map[string]string{
 	"OPS_PRIVATE_KEY": testKey, "HOOK_SECRET": "hook", "API_SECRET": "api", "DATABASE_URL": "postgres://localhost/rflow",
+	"SLACK_URL": "https://hooks.slack.example/T0/B0/x",
 }
 
 func lookup(env map[string]string) func(string) (string, bool) {

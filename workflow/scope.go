@@ -9,8 +9,8 @@ import "maps"
 
 var runT = objectT("run", map[string]*typ{"id": stringT, "workflow": stringT, "attempt": intT, "generation": intT})
 
-// envT is the process environment as expressions see it (env.SLACK_URL).
-var envT = mapT(stringT)
+// headersT is a webhook's request headers (lower-cased names).
+var headersT = mapT(stringT)
 
 func absentReasons() map[string]string {
 	return map[string]string{
@@ -42,7 +42,7 @@ func triggerObject(ctx *wfCtx) *typ {
 		fields["tick"] = stringT
 		fields["result"] = orAny(ctx.resultT)
 	case TriggerWebhook:
-		fields["headers"] = envT
+		fields["headers"] = headersT
 		fields["body"] = anyT
 	case TriggerManual:
 		fields["input"] = anyT
@@ -63,7 +63,7 @@ func orAny(t *typ) *typ {
 // idempotency_key): they run before a run exists, so they see only the
 // occurrence's data and env.
 func triggerScope(ctx *wfCtx) *scope {
-	sc := &scope{vars: map[string]*typ{"env": envT}, absent: absentReasons()}
+	sc := &scope{vars: map[string]*typ{"env": ctx.envT}, absent: absentReasons()}
 	sc.absent["trigger"] = "trigger is not available in trigger conditions; use " + conditionVars(ctx.w.Trigger.Kind)
 	addTriggerVars(ctx, sc)
 	return sc
@@ -83,8 +83,8 @@ func conditionVars(kind string) string {
 
 // envScope is the scope of values computed once when triggers start (the
 // arguments of a read trigger's call): only env.
-func envScope() *scope {
-	sc := &scope{vars: map[string]*typ{"env": envT}, absent: absentReasons()}
+func envScope(ctx *wfCtx) *scope {
+	sc := &scope{vars: map[string]*typ{"env": ctx.envT}, absent: absentReasons()}
 	for _, v := range []string{"trigger", "event", "result", "headers", "body"} {
 		sc.absent[v] = v + " is not available here: read arguments are evaluated once, before any call (use env or literals)"
 	}
@@ -98,7 +98,7 @@ func addTriggerVars(ctx *wfCtx, sc *scope) {
 	case TriggerRead:
 		sc.vars["result"] = orAny(ctx.resultT)
 	case TriggerWebhook:
-		sc.vars["headers"] = envT
+		sc.vars["headers"] = headersT
 		sc.vars["body"] = anyT
 	case "":
 		// Unknown trigger: allow its variables untyped to avoid cascades.
@@ -118,7 +118,7 @@ func stepScope(ctx *wfCtx) *scope {
 		steps[id] = objectT("step "+id, map[string]*typ{"output": anyT, "status": stringT})
 	}
 	sc := &scope{vars: map[string]*typ{
-		"env": envT, "trigger": triggerObject(ctx), "run": runT, "steps": objectT("steps", steps),
+		"env": ctx.envT, "trigger": triggerObject(ctx), "run": runT, "steps": objectT("steps", steps),
 	}, absent: absentReasons()}
 	addTriggerVars(ctx, sc)
 	delete(sc.absent, "steps")

@@ -33,11 +33,16 @@ type Project struct {
 	Wallets   []*Wallet
 	Contracts []*Contract
 	Workflows []*Workflow
+	// Env is the sorted allowlist of environment variables workflows may
+	// read as env.NAME (the project file's env:). The engine exposes these
+	// and nothing else.
+	Env []string
 	// Warnings holds what validation warned about (never errors: those make
 	// Load fail).
 	Warnings Diagnostics
 
 	lookupEnv func(string) (string, bool)
+	file      string // the project file's base name, for messages
 }
 
 // Network returns the network called name, or nil.

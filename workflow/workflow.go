@@ -22,6 +22,7 @@ type wfCtx struct {
 	base    *scope // the scope of steps
 	eventT  *typ   // the trigger event's type (event triggers)
 	resultT *typ   // the read result's type (read triggers)
+	envT    *typ   // the declared environment (env)
 	ids     map[string]Position
 }
 
@@ -73,7 +74,7 @@ func (l *loader) workflow(n *node) *Workflow {
 	sum := sha256.Sum256(spec)
 	w.Hash = hex.EncodeToString(sum[:])
 
-	ctx := &wfCtx{w: w, ids: map[string]Position{}}
+	ctx := &wfCtx{w: w, ids: map[string]Position{}, envT: l.p.envType()}
 	l.collectIDs(ctx, m["steps"], m["finally"], m["on_reorg"])
 
 	trig := m["trigger"]
@@ -392,7 +393,7 @@ func (l *loader) readTrigger(ctx *wfCtx, n *node) *ReadTrigger {
 	}
 	ctx.resultT = resultT
 	sc := triggerScope(ctx)
-	rt.Args = l.callArgs(m["args"], keyPos(n, "args"), rt.ABIMethod, envScope(), "read trigger")
+	rt.Args = l.callArgs(m["args"], keyPos(n, "args"), rt.ABIMethod, envScope(ctx), "read trigger")
 	if e := l.required(m, n, "every", "read trigger"); e != nil {
 		if s, ok := l.scalar(e, "every"); ok {
 			if f := strings.Fields(s); len(f) == 2 && (f[1] == "blocks" || f[1] == "block") {

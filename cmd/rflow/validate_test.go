@@ -24,6 +24,7 @@ func TestValidateGolden(t *testing.T) {
 	t.Setenv("HOOK_SECRET", "hook-secret")
 	t.Setenv("API_SECRET", "api-secret")
 	t.Setenv("DATABASE_URL", "postgres://localhost/rflow")
+	t.Setenv("SLACK_URL", "https://hooks.slack.example/T0/B0/x")
 
 	dirs, err := filepath.Glob("../../testdata/projects/*/rflow.yaml")
 	require.NoError(t, err)
