@@ -162,6 +162,10 @@ func (c *checker) typeOf(n ast.Node) *typ {
 		t := c.typeOf(n.Node)
 		c.typeOf(n.From)
 		c.typeOf(n.To)
+		if t.kind != tAny && t.kind != tList && !t.stringy() {
+			c.errorf(n, "cannot slice %s: it is %s, not a list or a string", n.Node, t.name)
+			return anyT
+		}
 		return t
 	case *ast.CallNode:
 		return c.call(n)
@@ -268,6 +272,15 @@ func (c *checker) member(n *ast.MemberNode) *typ {
 			return t.elem
 		case tMap:
 			return t.elem
+		case tObject:
+			// A computed field name is fine; a number is not: an ABI tuple
+			// or named results are a map at run time, not a list.
+			if it.kind != tAny && it.kind != tString {
+				c.errorf(n.Property, "cannot index %s (%s) with %s: it is not a list; read a field by name (fields: %s)",
+					n.Node, t.name, it.name, joinNames(slices.Sorted(maps.Keys(t.fields))))
+			}
+		case tInt, tFloat, tBool, tNil:
+			c.errorf(n.Property, "cannot index %s: it is %s, not a list or a map", n.Node, t.name)
 		}
 		return anyT
 	}
@@ -366,6 +379,10 @@ func (c *checker) binary(n *ast.BinaryNode) *typ {
 		}
 		return anyT
 	case "-", "*", "/", "%", "**", "^":
+		if (n.Operator == "/" || n.Operator == "%") && isZeroLiteral(n.Right) {
+			c.errorf(n, "division by zero: %s", n)
+			return anyT
+		}
 		for _, side := range []struct {
 			t *typ
 			n ast.Node
@@ -383,6 +400,17 @@ func (c *checker) binary(n *ast.BinaryNode) *typ {
 		return boolT
 	}
 	return anyT
+}
+
+// isZeroLiteral reports whether n is the literal 0 (or 0.0).
+func isZeroLiteral(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		return n.Value == 0
+	case *ast.FloatNode:
+		return n.Value == 0
+	}
+	return false
 }
 
 func arithResult(l, r *typ) *typ {
