@@ -119,6 +119,10 @@ name: %s
 # or DATABASE_URL) rflow starts an embedded Postgres, which is for development.
 # database_url: ${DATABASE_URL}
 
+# The environment variables workflows may read, as ${{ env.NAME }}; no other
+# variable is visible to them.
+# env: [SLACK_URL]
+
 networks:
   - name: local
     chain_id: 31337                  # anvil's default; rflow checks the node agrees
