@@ -197,6 +197,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"6:68: argument 1 (address to) of refund: \"nope\" is not a 0x-prefixed 20-byte hex address", "6:76: argument 2 (uint256 amount) of refund: got address"}},
 		{"address as a uint256 argument", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [\"0x5FbDB2315678afecb367f032d93F642f64180aa3\", \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"] }\n",
 			[]string{"5:114: argument 2 (uint256 amount) of refund: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\" is an address, not an integer"}},
+		{"undeclared env in a url", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    notify: { webhook: \"${{ env.HOOK }}/x\", text: hi }\n  - id: b\n    notify: { slack: \"${{ env.HOOK }}\", text: hi }\n",
+			[]string{"5:33: in ${{ env.HOOK }}: env.HOOK is not declared in rflow.yaml env:; add it to expose it", "7:31: in ${{ env.HOOK }}: env.HOOK is not declared"}},
 		{"function arg count", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [1] }\n",
 			[]string{"5:61: send: refund takes 2 argument(s) (address to, uint256 amount), got 1"}},
 		{"unknown key", "name: w\ntrigger: { manual: {} }\nstpes:\n  - id: a\n    noop: {}\n",

@@ -127,10 +127,11 @@ func (l *loader) value(n *node, sc *scope, what string) *Value {
 		return &Value{kind: valueLiteral, pos: n.pos, lit: text}
 	}
 	if len(segs) == 1 && segs[0].isExpr {
-		e, ds := compileExpr(segs[0].text, exprPos(n, text, segs[0].offset), sc)
+		pos := exprPos(n, text, segs[0].offset)
+		e, ds := compileExpr(segs[0].text, pos, sc)
 		l.all = append(l.all, ds...)
 		if e == nil {
-			return &Value{kind: valueLiteral, pos: n.pos, lit: text}
+			e = brokenExpr(segs[0].text, pos)
 		}
 		return &Value{kind: valueExpr, pos: n.pos, expr: e}
 	}
@@ -140,16 +141,26 @@ func (l *loader) value(n *node, sc *scope, what string) *Value {
 			v.parts = append(v.parts, templatePart{text: sg.text})
 			continue
 		}
-		e, ds := compileExpr(sg.text, exprPos(n, text, sg.offset), sc)
+		pos := exprPos(n, text, sg.offset)
+		e, ds := compileExpr(sg.text, pos, sc)
 		l.all = append(l.all, ds...)
-		if e != nil {
-			v.parts = append(v.parts, templatePart{expr: e})
+		if e == nil {
+			e = brokenExpr(sg.text, pos)
 		}
+		v.parts = append(v.parts, templatePart{expr: e})
 	}
 	if len(v.parts) == 0 || (len(v.parts) == 1 && v.parts[0].expr == nil) {
 		return &Value{kind: valueLiteral, pos: n.pos, lit: text}
 	}
 	return v
+}
+
+// brokenExpr stands for an expression that failed to compile (its error is
+// already reported): untyped, so the field's own checks do not report the
+// raw "${{ … }}" text as a second, misleading error. The project does not
+// load, so it is never evaluated (Eval would return an error).
+func brokenExpr(src string, pos Position) *Expr {
+	return &Expr{src: src, pos: pos, typ: anyT}
 }
 
 func (v *Value) allLiteral() bool {
