@@ -110,7 +110,7 @@ func (p *Project) envType() *typ {
 		fields[name] = stringT
 	}
 	t := objectT("env", fields)
-	t.unknownField = "env.%s is not declared in " + p.fileName() + " env:; add it to expose it"
+	t.unknownField = "env.%s is not declared in " + strings.ReplaceAll(p.fileName(), "%", "%%") + " env:; add it to expose it"
 	return t
 }
 
