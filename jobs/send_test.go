@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -117,10 +118,7 @@ workflows:
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond, DryRun: true})
-	require.NoError(t, err)
-	require.NoError(t, e.Start(ctx))
-	t.Cleanup(func() { _ = e.Stop(ctx) })
+	e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond, DryRun: true})
 	_, err = e.SyncWorkflows(ctx)
 	require.NoError(t, err)
 	b := &testBundle{pool: pool, engine: e, project: project}
@@ -138,4 +136,56 @@ workflows:
 	after, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "nothing was broadcast")
+}
+
+// TestSendFailsOverToTheNextRPC: the network's first rpc: URL is a closed
+// port; the send goes out through the second (a live anvil) and the run
+// completes with its receipt.
+func TestSendFailsOverToTheNextRPC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	_, from := anviltest.Key(t, 4)
+	project := chainProject(t, fmt.Sprintf(`
+name: failover
+networks:
+  - { name: local, chain_id: 31337, rpc: [%q, %q], confirmations: 1 }
+wallets:
+  - { name: ops, private_key: %q }
+workflows:
+  - name: pay
+    trigger: { manual: {} }
+    steps:
+      - id: pay
+        send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(2) }}" }
+`, "http://"+closedAddr(t), node.URL, "0x"+anviltest.DevKeys[4]), nil)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngine(t, pool, url, project)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	b := &testBundle{pool: pool, engine: e, project: project}
+
+	before, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	run := b.waitRun(t, b.manual(t, "pay", "failover", nil))
+	require.Equal(t, store.RunCompleted, run.Status, "run error: %v", run.Error)
+	out, err := workflow.UnmarshalJSON(b.steps(t, run.ID)["pay"].Output)
+	require.NoError(t, err)
+	require.Equal(t, "confirmed", out.(map[string]any)["status"])
+	after, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, before+1, after, "exactly one transaction, through the live node")
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
