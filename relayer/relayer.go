@@ -58,7 +58,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Wallets by name. Keys stay in memory only.
 	Wallets map[string]*Wallet
-	// Networks by chain id.
+	// Networks by chain id: the caller's node connections (see Backend).
 	Networks map[uint64]Backend
 	// OnFinal, when set, runs in the transaction that finalises a send.
 	OnFinal FinalHook
