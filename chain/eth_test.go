@@ -1,7 +1,6 @@
 package chain_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,15 +36,7 @@ func countingProxy(t *testing.T, upstream string) (*httptest.Server, func(method
 			calls[req.Method]++
 			mu.Unlock()
 		}
-		resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("content-type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		forward(w, upstream, body)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, func(method string) int {

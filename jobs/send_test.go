@@ -3,11 +3,13 @@ package jobs_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -93,18 +95,11 @@ workflows:
 	require.Equal(t, after+1, final, "the reverting refund sent nothing (only the first send went out)")
 }
 
-// TestSendDryRun: in dry-run mode a send stops before the relayer
-// broadcasts; the step completes with the simulated result and the
-// wallet's nonce does not move.
-func TestSendDryRun(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	node := anviltest.Start(t, anviltest.Options{})
-	_, from := anviltest.Key(t, 3)
-	project := chainProject(t, fmt.Sprintf(`
-name: dry
+// payProject's workflow pay sends 1 gwei to 0xdEaD from wallet ops.
+const payProject = `
+name: pay
 networks:
-  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1 }
+  - { name: local, chain_id: 31337, rpc: [%s], confirmations: 1 }
 wallets:
   - { name: ops, private_key: %q }
 workflows:
@@ -113,15 +108,38 @@ workflows:
     steps:
       - id: pay
         send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(1) }}" }
-`, node.URL, "0x"+anviltest.DevKeys[3]), nil)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
+`
+
+// startPay deploys payProject, over the rpc: URLs rpcs with dev key key as
+// the wallet, on a fresh database and starts an engine with cfg's options.
+// It returns the bundle and the wallet's address.
+func startPay(t *testing.T, rpcs []string, key int, cfg jobs.Config) (*testBundle, common.Address) {
+	t.Helper()
+	quoted := make([]string, len(rpcs))
+	for i, u := range rpcs {
+		quoted[i] = strconv.Quote(u)
+	}
+	_, from := anviltest.Key(t, key)
+	project := chainProject(t, fmt.Sprintf(payProject, strings.Join(quoted, ", "), "0x"+anviltest.DevKeys[key]), nil)
+	cfg.URL = storetest.URL(t)
+	pool, err := pgxpool.New(context.Background(), cfg.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond, DryRun: true})
-	_, err = e.SyncWorkflows(ctx)
+	cfg.Pool, cfg.Project, cfg.FetchCooldown = pool, project, time.Millisecond
+	e := startEngineWith(t, cfg)
+	_, err = e.SyncWorkflows(context.Background())
 	require.NoError(t, err)
-	b := &testBundle{pool: pool, engine: e, project: project}
+	return &testBundle{pool: pool, engine: e, project: project}, from
+}
+
+// TestSendDryRun: in dry-run mode a send stops before the relayer
+// broadcasts; the step completes with the simulated result and the
+// wallet's nonce does not move.
+func TestSendDryRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	b, from := startPay(t, []string{node.URL}, 3, jobs.Config{DryRun: true})
 
 	before, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
@@ -145,28 +163,7 @@ func TestSendFailsOverToTheNextRPC(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
-	_, from := anviltest.Key(t, 4)
-	project := chainProject(t, fmt.Sprintf(`
-name: failover
-networks:
-  - { name: local, chain_id: 31337, rpc: [%q, %q], confirmations: 1 }
-wallets:
-  - { name: ops, private_key: %q }
-workflows:
-  - name: pay
-    trigger: { manual: {} }
-    steps:
-      - id: pay
-        send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(2) }}" }
-`, "http://"+closedAddr(t), node.URL, "0x"+anviltest.DevKeys[4]), nil)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	e := startEngine(t, pool, url, project)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
-	b := &testBundle{pool: pool, engine: e, project: project}
+	b, from := startPay(t, []string{"http://" + anviltest.DeadAddr(t), node.URL}, 4, jobs.Config{})
 
 	before, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
@@ -178,14 +175,4 @@ workflows:
 	after, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
 	require.Equal(t, before+1, after, "exactly one transaction, through the live node")
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }

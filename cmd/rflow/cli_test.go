@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -220,7 +219,7 @@ func TestOperatorCommandsDialNoNode(t *testing.T) {
 		w.WriteHeader(500)
 	}))
 	defer srv.Close()
-	closed := closedAddr(t)
+	closed := anviltest.DeadAddr(t)
 	write := func(name, rpc string) string {
 		path := filepath.Join(t.TempDir(), name)
 		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(offlineProject, rpc, "0x"+anviltest.DevKeys[1], srv.URL)), 0o644))
@@ -256,14 +255,4 @@ func TestOperatorCommandsDialNoNode(t *testing.T) {
 
 	require.NoError(t, json.Unmarshal([]byte(cli("run", "sleepy", "-c", offline, "-o", "json")), &started))
 	require.Contains(t, cli("runs", "cancel", started.RunID, "-c", offline), "cancelled")
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
