@@ -56,7 +56,8 @@ type Config struct {
 	Faults string
 	// Backends connect the relayer to each network, by chain id (see
 	// DialBackends). An engine that works sends needs one for every network
-	// it sends on; one that only enqueues (rflow runs retry) needs none.
+	// it sends on; one that only enqueues (rflow runs retry) has none, and
+	// then no relayer: it cannot be started.
 	Backends map[uint64]relayer.Backend
 	// DryRun stops every send before the relayer broadcasts: the relayer
 	// records the simulated result and the step completes with it.
@@ -83,7 +84,6 @@ type Engine struct {
 	envVars  map[string]any
 	node     *store.Node
 	relayer  *relayer.Relayer
-	backends map[uint64]relayer.Backend
 	dryRun   bool
 
 	plansMu sync.Mutex
@@ -110,7 +110,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 		plans:    map[string]*plan{},
 		envVars:  environ(cfg.Project),
 		dryRun:   cfg.DryRun,
-		backends: cfg.Backends,
 	}
 	if e.logger == nil {
 		e.logger = slog.New(slog.DiscardHandler)
@@ -129,7 +128,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
 	periodic := []*river.PeriodicJob{}
-	if len(cfg.Project.Wallets) > 0 {
+	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
+		// Only an engine that works sends has backends; one that only
+		// enqueues (rflow runs retry) skips the wallets' key derivation.
 		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.hit)
 		if err != nil {
 			return nil, err
@@ -185,7 +186,7 @@ func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 // Start registers this process as a live node, rescues jobs left running by
 // dead nodes, and starts working jobs. Triggers should start after it.
 func (e *Engine) Start(ctx context.Context) error {
-	if e.relayer != nil && e.backends == nil {
+	if len(e.project.Wallets) > 0 && e.relayer == nil {
 		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
 	}
 	if e.url != "" {

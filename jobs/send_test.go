@@ -176,3 +176,16 @@ func TestSendFailsOverToTheNextRPC(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before+1, after, "exactly one transaction, through the live node")
 }
+
+// TestStartWithoutBackendsRefused: an engine built without the relayer's
+// backends (enough to enqueue, as rflow runs retry does) refuses to work a
+// project with wallets rather than fail its sends.
+func TestStartWithoutBackendsRefused(t *testing.T) {
+	t.Parallel()
+	project := chainProject(t, fmt.Sprintf(payProject, strconv.Quote("http://"+anviltest.DeadAddr(t)), "0x"+anviltest.DevKeys[1]), nil)
+	e, err := jobs.NewEngine(jobs.Config{Pool: storetest.Pool(t), Project: project})
+	require.NoError(t, err)
+	_, err = e.SyncWorkflows(context.Background())
+	require.NoError(t, err, "an engine without backends still deploys and enqueues")
+	require.ErrorContains(t, e.Start(context.Background()), "Config.Backends")
+}
