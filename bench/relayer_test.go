@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 )
 
 const (

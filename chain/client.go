@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -151,6 +152,9 @@ func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn fu
 // answered reports whether err is the node's own JSON-RPC answer (not worth
 // retrying elsewhere), as opposed to a transport or availability failure.
 func answered(err error) bool {
+	if errors.Is(err, ethereum.NotFound) {
+		return true // ethclient's reading of a null result: no such block or receipt
+	}
 	var rerr rpc.Error
 	if !errors.As(err, &rerr) {
 		return false

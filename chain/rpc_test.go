@@ -44,18 +44,23 @@ func limitingProxy(t *testing.T, upstream string, maxRange uint64, refused *atom
 				return
 			}
 		}
-		resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("content-type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		forward(w, upstream, body)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// forward relays a JSON-RPC request body to upstream and its answer to w.
+func forward(w http.ResponseWriter, upstream string, body []byte) {
+	resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("content-type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // One URL always fails with HTTP 500, the next one refuses wide log ranges:

@@ -22,7 +22,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -50,8 +50,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// MaxJumps caps goto jumps per run (loop guard; default 100).
 	MaxJumps int
-	// Faults names crash points for tests (RFLOW_FAULT); empty in production.
+	// Faults names crash points for tests (RFLOW_FAULT), the relayer's
+	// included; empty in production.
 	Faults string
+	// Backends connect the relayer to each network, by chain id (see
+	// DialBackends). An engine that works sends needs one for every network
+	// it sends on; one that only enqueues (rflow runs retry) has none, and
+	// then no relayer: it cannot be started.
+	Backends map[uint64]relayer.Backend
 	// DryRun stops every send before the relayer broadcasts: the relayer
 	// records the simulated result and the step completes with it.
 	DryRun bool
@@ -121,8 +127,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
 	periodic := []*river.PeriodicJob{}
-	if len(cfg.Project.Wallets) > 0 {
-		r, err := newRelayer(context.Background(), cfg.Pool, cfg.Project, cfg, e.onTxFinal)
+	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
+		// Only an engine that works sends has backends; one that only
+		// enqueues (rflow runs retry) skips the wallets' key derivation.
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.hit)
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +185,9 @@ func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 // Start registers this process as a live node, rescues jobs left running by
 // dead nodes, and starts working jobs. Triggers should start after it.
 func (e *Engine) Start(ctx context.Context) error {
+	if len(e.project.Wallets) > 0 && e.relayer == nil {
+		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
+	}
 	if e.url != "" {
 		node, err := store.RegisterNode(ctx, e.url, e.client.ID())
 		if err != nil {

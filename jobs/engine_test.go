@@ -103,7 +103,18 @@ func setup(t *testing.T, projectYAML string) *testBundle {
 
 func startEngine(t *testing.T, pool *pgxpool.Pool, url string, project *workflow.Project) *jobs.Engine {
 	t.Helper()
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
+	return startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
+}
+
+// startEngineWith starts an engine on cfg, with the relayer's backends
+// dialled from the project the way rflow start does.
+func startEngineWith(t *testing.T, cfg jobs.Config) *jobs.Engine {
+	t.Helper()
+	backends, release, err := jobs.DialBackends(context.Background(), cfg.Project, nil)
+	require.NoError(t, err)
+	t.Cleanup(release)
+	cfg.Backends = backends
+	e, err := jobs.NewEngine(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, e.Start(ctx))

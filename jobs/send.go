@@ -10,13 +10,11 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -43,38 +41,6 @@ func parseExternalID(id string) (uuid.UUID, string, int, bool) {
 		return uuid.Nil, "", 0, false
 	}
 	return run, rest[i+1 : j], attempt, true
-}
-
-// newRelayer builds the embedded relayer for the project's wallets and
-// networks, with onFinal resuming the runs parked on its sends.
-func newRelayer(ctx context.Context, pool *pgxpool.Pool, p *workflow.Project, cfg Config, onFinal relayer.FinalHook) (*relayer.Relayer, error) {
-	wallets := map[string]*relayer.Wallet{}
-	for _, w := range p.Wallets {
-		var rw *relayer.Wallet
-		var err error
-		if w.Keystore != "" {
-			rw, err = relayer.WalletFromKeystore(w.Keystore, w.Password.Reveal())
-		} else {
-			rw, err = relayer.WalletFromKey(w.PrivateKey.Reveal())
-		}
-		if err != nil {
-			return nil, fmt.Errorf("wallet %s: %w", w.Name, err)
-		}
-		wallets[w.Name] = rw
-	}
-	networks := map[uint64]relayer.Backend{}
-	for _, n := range p.Networks {
-		if len(n.RPC) == 0 {
-			continue
-		}
-		c, err := ethclient.DialContext(ctx, n.RPC[0])
-		if err != nil {
-			return nil, fmt.Errorf("network %s: %w", n.Name, err)
-		}
-		networks[n.ChainID] = c
-	}
-	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: networks, OnFinal: onFinal,
-		PollInterval: cfg.SendPollInterval})
 }
 
 // sendRequest evaluates a send step into a relayer request.

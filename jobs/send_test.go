@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -92,18 +95,11 @@ workflows:
 	require.Equal(t, after+1, final, "the reverting refund sent nothing (only the first send went out)")
 }
 
-// TestSendDryRun: in dry-run mode a send stops before the relayer
-// broadcasts; the step completes with the simulated result and the
-// wallet's nonce does not move.
-func TestSendDryRun(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	node := anviltest.Start(t, anviltest.Options{})
-	_, from := anviltest.Key(t, 3)
-	project := chainProject(t, fmt.Sprintf(`
-name: dry
+// payProject's workflow pay sends 1 gwei to 0xdEaD from wallet ops.
+const payProject = `
+name: pay
 networks:
-  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1 }
+  - { name: local, chain_id: 31337, rpc: [%s], confirmations: 1 }
 wallets:
   - { name: ops, private_key: %q }
 workflows:
@@ -112,18 +108,38 @@ workflows:
     steps:
       - id: pay
         send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(1) }}" }
-`, node.URL, "0x"+anviltest.DevKeys[3]), nil)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
+`
+
+// startPay deploys payProject, over the rpc: URLs rpcs with dev key key as
+// the wallet, on a fresh database and starts an engine with cfg's options.
+// It returns the bundle and the wallet's address.
+func startPay(t *testing.T, rpcs []string, key int, cfg jobs.Config) (*testBundle, common.Address) {
+	t.Helper()
+	quoted := make([]string, len(rpcs))
+	for i, u := range rpcs {
+		quoted[i] = strconv.Quote(u)
+	}
+	_, from := anviltest.Key(t, key)
+	project := chainProject(t, fmt.Sprintf(payProject, strings.Join(quoted, ", "), "0x"+anviltest.DevKeys[key]), nil)
+	cfg.URL = storetest.URL(t)
+	pool, err := pgxpool.New(context.Background(), cfg.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond, DryRun: true})
+	cfg.Pool, cfg.Project, cfg.FetchCooldown = pool, project, time.Millisecond
+	e := startEngineWith(t, cfg)
+	_, err = e.SyncWorkflows(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, e.Start(ctx))
-	t.Cleanup(func() { _ = e.Stop(ctx) })
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
-	b := &testBundle{pool: pool, engine: e, project: project}
+	return &testBundle{pool: pool, engine: e, project: project}, from
+}
+
+// TestSendDryRun: in dry-run mode a send stops before the relayer
+// broadcasts; the step completes with the simulated result and the
+// wallet's nonce does not move.
+func TestSendDryRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	b, from := startPay(t, []string{node.URL}, 3, jobs.Config{DryRun: true})
 
 	before, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
@@ -138,4 +154,38 @@ workflows:
 	after, err := node.Client().NonceAt(ctx, from, nil)
 	require.NoError(t, err)
 	require.Equal(t, before, after, "nothing was broadcast")
+}
+
+// TestSendFailsOverToTheNextRPC: the network's first rpc: URL is a closed
+// port; the send goes out through the second (a live anvil) and the run
+// completes with its receipt.
+func TestSendFailsOverToTheNextRPC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	b, from := startPay(t, []string{"http://" + anviltest.DeadAddr(t), node.URL}, 4, jobs.Config{})
+
+	before, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	run := b.waitRun(t, b.manual(t, "pay", "failover", nil))
+	require.Equal(t, store.RunCompleted, run.Status, "run error: %v", run.Error)
+	out, err := workflow.UnmarshalJSON(b.steps(t, run.ID)["pay"].Output)
+	require.NoError(t, err)
+	require.Equal(t, "confirmed", out.(map[string]any)["status"])
+	after, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, before+1, after, "exactly one transaction, through the live node")
+}
+
+// TestStartWithoutBackendsRefused: an engine built without the relayer's
+// backends (enough to enqueue, as rflow runs retry does) refuses to work a
+// project with wallets rather than fail its sends.
+func TestStartWithoutBackendsRefused(t *testing.T) {
+	t.Parallel()
+	project := chainProject(t, fmt.Sprintf(payProject, strconv.Quote("http://"+anviltest.DeadAddr(t)), "0x"+anviltest.DevKeys[1]), nil)
+	e, err := jobs.NewEngine(jobs.Config{Pool: storetest.Pool(t), Project: project})
+	require.NoError(t, err)
+	_, err = e.SyncWorkflows(context.Background())
+	require.NoError(t, err, "an engine without backends still deploys and enqueues")
+	require.ErrorContains(t, e.Start(context.Background()), "Config.Backends")
 }

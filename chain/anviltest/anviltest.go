@@ -224,6 +224,12 @@ func Key(t testing.TB, i int) (*ecdsa.PrivateKey, common.Address) {
 	return k, crypto.PubkeyToAddress(k.PublicKey)
 }
 
+// DeadAddr is a loopback host:port nothing listens on: a node that is
+// down, for failover tests.
+func DeadAddr(t testing.TB) string {
+	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+}
+
 func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -189,4 +190,69 @@ func TestRunsAndWorkflowsCommands(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond)
 	_, code = cli("workflows", "pause", "nope")
 	require.Equal(t, 1, code)
+}
+
+const offlineProject = `
+name: offline
+networks:
+  - { name: local, chain_id: 31337, rpc: %q }
+wallets:
+  - { name: ops, private_key: %q }
+workflows:
+  - name: hello
+    trigger: { manual: {} }
+    steps:
+      - { id: flaky, http_call: { url: "%s/flaky" } }
+  - name: sleepy
+    trigger: { manual: {} }
+    steps:
+      - { id: nap, delay: 1h }
+`
+
+// TestOperatorCommandsDialNoNode: run, runs retry and runs cancel only
+// enqueue work, so a project whose node is down (its rpc: URL a closed
+// port, over WebSocket, which a client would connect to at once) neither
+// delays nor fails them, and they say nothing about the node.
+func TestOperatorCommandsDialNoNode(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+	}))
+	defer srv.Close()
+	closed := anviltest.DeadAddr(t)
+	write := func(name, rpc string) string {
+		path := filepath.Join(t.TempDir(), name)
+		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(offlineProject, rpc, "0x"+anviltest.DevKeys[1], srv.URL)), 0o644))
+		return path
+	}
+	// rflow start works the runs; its node (HTTP) is contacted only by a send.
+	worked := write("start.yaml", "http://"+closed)
+	offline := write("rflow.yaml", "ws://"+closed)
+	db := storetest.URL(t)
+	p := startRflow(t, db, worked, "")
+	defer p.stop(t)
+	cli := func(args ...string) string {
+		t.Helper()
+		began := time.Now()
+		out, stderr, code := rflowCmd(t, append([]string{"--database-url", db}, args...)...)
+		require.Equal(t, 0, code, "rflow %v: %s", args, stderr)
+		require.Less(t, time.Since(began), 10*time.Second, "rflow %v waited", args)
+		require.NotContains(t, out+stderr, closed, "rflow %v reported the node", args)
+		return out
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(cli("workflows", "ls", "-o", "json"), `"hello"`)
+	}, 20*time.Second, 100*time.Millisecond)
+
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(cli("run", "hello", "-c", offline, "-o", "json")), &started))
+	require.Eventually(t, func() bool {
+		return strings.Contains(cli("runs", "list", "--failed", "-o", "json"), started.RunID)
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Contains(t, cli("runs", "retry", started.RunID, "-c", offline), "retried")
+
+	require.NoError(t, json.Unmarshal([]byte(cli("run", "sleepy", "-c", offline, "-o", "json")), &started))
+	require.Contains(t, cli("runs", "cancel", started.RunID, "-c", offline), "cancelled")
 }

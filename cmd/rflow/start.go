@@ -87,8 +87,14 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
 		return err
 	}
+	// The relayer sends through the network's rpc: list with failover.
+	backends, releaseBackends, err := jobs.DialBackends(ctx, o.project, o.logger)
+	if err != nil {
+		return err
+	}
+	defer releaseBackends()
 	engine, err := jobs.NewEngine(jobs.Config{
-		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger,
+		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
 		Workers: o.workers, Faults: os.Getenv("RFLOW_FAULT"), DryRun: o.dryRun,
 	})
 	if err != nil {

@@ -175,7 +175,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 	default:
 		f.Status, f.Error = store.RelayerFailed, fmt.Sprintf("reverted on chain in block %d", rc.BlockNumber)
 	}
-	r.crashAt("relayer.before-final")
+	r.fault("relayer.before-final")
 	return finish(ctx, r, job, row.TxID, f)
 }
 

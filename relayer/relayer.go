@@ -28,9 +28,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -46,11 +44,6 @@ import (
 // ErrNotFound is returned by Get when no send has the external id.
 var ErrNotFound = errors.New("relayer: transaction not found")
 
-// FaultEnv names the environment variable that crash tests set to a fault
-// point (such as "relayer.after-send"); the process kills itself with SIGKILL
-// when it reaches that point. Nothing else sets it.
-const FaultEnv = "RFLOW_FAULT"
-
 // FinalHook is called inside the database transaction that moves a send to
 // a final status (confirmed, failed, expired, cancelled, replaced, dropped,
 // simulated), so a caller can resume whatever waits on it atomically with
@@ -65,10 +58,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Wallets by name. Keys stay in memory only.
 	Wallets map[string]*Wallet
-	// Networks by chain id.
+	// Networks by chain id: the caller's node connections (see Backend).
 	Networks map[uint64]Backend
 	// OnFinal, when set, runs in the transaction that finalises a send.
 	OnFinal FinalHook
+	// Fault, when set, is called at each fault point ("relayer.after-queue",
+	// "relayer.before-nonce", "relayer.after-nonce", "relayer.before-send",
+	// "relayer.after-send", "relayer.before-final"): crash tests kill the
+	// process there. Nil in production.
+	Fault func(point string)
 
 	// RiverSchema is River's schema (default "river").
 	RiverSchema string
@@ -96,7 +94,7 @@ type Relayer struct {
 	cfg    Config
 	log    *slog.Logger
 	river  *river.Client[pgx.Tx] // insert-only: jobs go in with the caller's tx
-	fault  string
+	fault  func(point string)
 	queue  string
 	schema string
 
@@ -111,9 +109,12 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: os.Getenv(FaultEnv), quotes: map[uint64]quote{}}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.fault == nil {
+		r.fault = func(string) {}
 	}
 	r.schema = cmpOr(cfg.RiverSchema, store.RiverSchema)
 	r.queue = cmpOr(cfg.Queue, river.QueueDefault)
@@ -304,7 +305,7 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 		if err := r.startJob(ctx, tx, row.TxID); err != nil {
 			return nil, false, err
 		}
-		r.crashAt("relayer.after-queue")
+		r.fault("relayer.after-queue")
 	}
 	t, err := fromRow(row)
 	return t, created, err
@@ -396,14 +397,4 @@ func (r *Relayer) resolve(wallet string, chainID uint64) (*Wallet, Backend, erro
 		return nil, nil, fmt.Errorf("relayer: no network for chain %d", chainID)
 	}
 	return w, b, nil
-}
-
-// crashAt kills the process when the crash tests asked for this point.
-func (r *Relayer) crashAt(point string) {
-	if r.fault != point {
-		return
-	}
-	r.log.Warn("fault point reached: killing the process", "point", point)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	time.Sleep(time.Minute) // SIGKILL lands first
 }

@@ -9,8 +9,10 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 )
 
-// Backend is the slice of a JSON-RPC node the relayer uses. An
-// *ethclient.Client satisfies it.
+// Backend is the slice of a JSON-RPC node the relayer uses. The relayer
+// never dials: its caller passes one per chain in Config.Networks. An
+// *ethclient.Client satisfies it, and so does chain.Client.Eth(), which
+// fails over along several RPC URLs (what rflow passes).
 type Backend interface {
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 	BlockNumber(ctx context.Context) (uint64, error)

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 )
 
 // broadcasts waits until the send has at least n recorded broadcasts

@@ -124,19 +124,19 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
 	}
-	r.crashAt("relayer.before-nonce")
+	r.fault("relayer.before-nonce")
 	if row, err = r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
 		return err
 	}
-	r.crashAt("relayer.after-nonce")
+	r.fault("relayer.after-nonce")
 	// A nonce this fresh has no bytes recorded for it yet.
 	signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
 	if err != nil {
 		return err
 	}
-	r.crashAt("relayer.before-send")
+	r.fault("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
-	r.crashAt("relayer.after-send")
+	r.fault("relayer.after-send")
 	if class == sendInsufficientFunds {
 		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
 	}

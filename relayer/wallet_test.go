@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 )
 
 func TestWalletFromKey(t *testing.T) {

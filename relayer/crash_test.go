@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/chain/relayer"
+	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -39,11 +39,13 @@ type childSpec struct {
 	RPC         string      `json:"rpc"`
 	KeyIndex    int         `json:"key_index"`
 	Sends       []childSend `json:"sends"`
+	// Fault is the fault point where the child kills itself ("": none).
+	Fault string `json:"fault"`
 }
 
 // runChild is a relayer process: it recovers, queues the spec's sends
-// (idempotently) and works until all of them are final. A fault point set in
-// RFLOW_FAULT kills it on the way.
+// (idempotently) and works until all of them are final. The spec's fault
+// point kills it on the way.
 func runChild() int {
 	var spec childSpec
 	if err := json.Unmarshal([]byte(os.Getenv(childEnv)), &spec); err != nil {
@@ -75,7 +77,7 @@ func child(spec childSpec) error {
 	}
 	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: map[string]*relayer.Wallet{"ops": w},
 		Networks: map[uint64]relayer.Backend{chainID: eth}, PollInterval: 50 * time.Millisecond,
-		StaleAfter: time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		StaleAfter: time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Fault: killAt(spec.Fault)})
 	if err != nil {
 		return err
 	}
@@ -122,14 +124,25 @@ func child(spec childSpec) error {
 	}
 }
 
+// killAt is a relayer fault hook that SIGKILLs the process at point.
+func killAt(point string) func(string) {
+	return func(p string) {
+		if p == point {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // SIGKILL lands first
+		}
+	}
+}
+
 // startChild runs a relayer process with fault point fault ("" for none)
 // and waits for it to exit.
 func startChild(t *testing.T, spec childSpec, fault string) error {
 	t.Helper()
+	spec.Fault = fault
 	b, err := json.Marshal(spec)
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(b), relayer.FaultEnv+"="+fault)
+	cmd.Env = append(os.Environ(), childEnv+"="+string(b))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	return cmd.Run()

@@ -1,0 +1,86 @@
+package chain_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/chain/anviltest"
+)
+
+// countingProxy forwards to upstream and counts the calls of each method.
+func countingProxy(t *testing.T, upstream string) (*httptest.Server, func(method string) int) {
+	t.Helper()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(body, &req) == nil {
+			mu.Lock()
+			calls[req.Method]++
+			mu.Unlock()
+		}
+		forward(w, upstream, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func(method string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[method]
+	}
+}
+
+// Eth fails over past a broken URL, and hands the node's answers back as
+// ethclient does, asked once: a missing receipt is ethereum.NotFound, a
+// revert keeps its data.
+func TestEthFailsOverAndKeepsAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	var broken atomic.Int64
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		broken.Add(1)
+		http.Error(w, "upstream down", http.StatusBadGateway)
+	}))
+	t.Cleanup(bad.Close)
+	proxy, calls := countingProxy(t, node.URL)
+	c, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{bad.URL, proxy.URL}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	eth := c.Eth()
+
+	n, err := eth.BlockNumber(ctx)
+	require.NoError(t, err)
+	require.Equal(t, node.BlockNumber(), n)
+	require.Positive(t, broken.Load(), "the broken URL was tried first")
+
+	_, err = eth.TransactionReceipt(ctx, common.HexToHash("0x01"))
+	require.ErrorIs(t, err, ethereum.NotFound)
+	require.Equal(t, 1, calls("eth_getTransactionReceipt"), "no such receipt is an answer, not retried")
+
+	data, err := em.ABI.Pack("refund", common.HexToAddress("0xdEaD"), big.NewInt(5000))
+	require.NoError(t, err)
+	_, err = eth.EstimateGas(ctx, ethereum.CallMsg{To: &em.Address, Data: data})
+	var de rpc.DataError
+	require.True(t, errors.As(err, &de), "revert data kept: %v", err)
+	require.Contains(t, err.Error(), "execution reverted")
+	require.NotContains(t, err.Error(), proxy.URL, "an answer names no URL")
+	require.Equal(t, 1, calls("eth_estimateGas"))
+}
