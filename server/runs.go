@@ -20,7 +20,8 @@ type startRunRequest struct {
 	Input json.RawMessage `json:"input"`
 	// Key is the run's trigger key: a second request with the same key
 	// (even after the ledger forgot the Idempotency-Key) returns the first
-	// run. Empty means a fresh key per request.
+	// run, and is a conflict when its input differs. Empty means the key
+	// derived from the Idempotency-Key (commandRunKey).
 	Key string `json:"key"`
 }
 
@@ -33,12 +34,18 @@ type startRunResponse struct {
 	Duplicate bool `json:"duplicate"`
 }
 
+// commandRunKey is the trigger key of a manual run requested without a
+// key: the command's own (canonical) Idempotency-Key, so the run is the
+// command's durable identity. A replay after the ledger row expired claims
+// the same key and finds the same run; a changed input conflicts.
+func commandRunKey(idempotencyKey string) string { return "idempotency-key:" + idempotencyKey }
+
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	s.command(w, r, func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error) {
+	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		var req startRunRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(body))
+		if len(bytes.TrimSpace(cmd.Body)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(cmd.Body))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&req); err != nil || dec.More() {
 				return 0, nil, &apiError{status: http.StatusBadRequest, code: "malformed_json",
@@ -47,19 +54,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		}
 		key := req.Key
 		if key == "" {
-			key = uuid.NewString()
+			key = commandRunKey(cmd.Key)
 		}
-		input := req.Input
-		if len(input) == 0 {
-			input = json.RawMessage("null")
-		}
-		payload, err := json.Marshal(map[string]json.RawMessage{"input": input})
-		if err != nil {
-			return 0, nil, err
-		}
-		id, created, err := s.engine.StartRunTx(ctx, tx, store.Claim{
-			Workflow: name, TriggerKey: key, TriggerKind: "manual", Trigger: payload,
-		})
+		id, created, err := s.engine.StartRunTx(ctx, tx, store.ManualClaim(name, key, req.Input))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -170,7 +167,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
-	s.runCommand(w, r, func(run *store.Run) *apiError {
+	s.runCommand(w, r, clientRetention, func(run *store.Run) *apiError {
 		if run.Status != store.RunFailed {
 			return &apiError{status: http.StatusConflict, code: "invalid_state",
 				message: fmt.Sprintf("run %s is %s: only failed runs can be retried", run.ID, run.Status)}
@@ -179,9 +176,12 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 	}, s.engine.RetryRunTx)
 }
 
+// cancelRun is effect-idempotent: a run already cancelled is answered as it
+// is (200), so a repeated cancel, under any key and after the ledger forgot
+// it, returns the same run; a run that finished otherwise is 409.
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	s.runCommand(w, r, func(run *store.Run) *apiError {
-		if store.RunTerminal(run.Status) {
+	s.runCommand(w, r, deterministicRetention, func(run *store.Run) *apiError {
+		if store.RunTerminal(run.Status) && run.Status != store.RunCancelled {
 			return &apiError{status: http.StatusConflict, code: "invalid_state",
 				message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
 		}
@@ -192,14 +192,14 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 // runCommand is retry or cancel: lock the run, check that the command
 // applies to its state (409 otherwise), then let the engine act in the same
 // transaction.
-func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, check func(*store.Run) *apiError,
+func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, class retention, check func(*store.Run) *apiError,
 	act func(context.Context, pgx.Tx, uuid.UUID) (*store.Run, error)) {
 	id, aerr := runID(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	s.command(w, r, func(ctx context.Context, tx pgx.Tx, _ []byte) (int, any, error) {
+	s.command(w, r, class, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
 		run, err := store.GetRun(ctx, tx, id, true)
 		if err != nil {
 			return 0, nil, err

@@ -33,6 +33,8 @@ type Project struct {
 	Wallets   []*Wallet
 	Contracts []*Contract
 	Workflows []*Workflow
+	// Idempotency is the command ledger's retention (see idempotency.go).
+	Idempotency Idempotency
 	// Warnings holds what validation warned about (never errors: those make
 	// Load fail).
 	Warnings Diagnostics
