@@ -82,7 +82,7 @@ type engineOptions struct {
 	dryRun bool
 	// idempotency is the command ledger's retention (zero: the project's).
 	idempotency workflow.Idempotency
-	stdout interface{ Write([]byte) (int, error) }
+	stdout      interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
 }
