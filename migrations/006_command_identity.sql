@@ -4,8 +4,10 @@
 -- canonical form) and request hash with the generation it left current, so
 -- an exact replay after the ledger row expired answers with that generation
 -- instead of deploying again, and the same key with another definition is
--- still a conflict. (Manual runs keep theirs in workflow_runs: the trigger
--- key and the trigger payload; a cancel is idempotent in its effect.)
+-- still a conflict. A retry through POST /v1/runs/{id}/retry records the
+-- attempt it started, so a late replay never retries the run a second time.
+-- (Manual runs keep theirs in workflow_runs: the trigger key and the trigger
+-- payload; a cancel is idempotent in its effect.)
 CREATE TABLE rflow.workflow_deploys (
     workflow_name text        NOT NULL REFERENCES rflow.workflows (name) ON DELETE CASCADE,
     command_key   text        NOT NULL,
@@ -14,6 +16,15 @@ CREATE TABLE rflow.workflow_deploys (
     changed       boolean     NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (workflow_name, command_key)
+);
+
+CREATE TABLE rflow.run_retries (
+    run_id       uuid        NOT NULL REFERENCES rflow.workflow_runs (id) ON DELETE CASCADE,
+    command_key  text        NOT NULL,
+    request_hash text        NOT NULL,
+    attempt      integer     NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, command_key)
 );
 
 -- Idempotency-Keys that spell a UUID are now stored canonically (lower case,

@@ -244,3 +244,43 @@ func TestRetentionPerCommand(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	require.Equal(t, 8*24*time.Hour, expiry("cancel"), "cancellation is a deterministic command")
 }
+
+func TestRetryReplayAfterLedgerExpiryDoesNotRetryAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "run", nil)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	id := r.json(t)["run_id"].(string)
+	fail := func() {
+		t.Helper()
+		_, err := b.pool.Exec(b.ctx, `
+			UPDATE rflow.workflow_runs SET status = 'failed', failed_step = 'park', error = 'boom', finished_at = now()
+			WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = b.pool.Exec(b.ctx, `UPDATE rflow.step_runs SET status = 'failed', error = 'boom' WHERE run_id = $1`, id)
+		require.NoError(t, err)
+	}
+	attempt := func(r reply) float64 {
+		t.Helper()
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		return r.json(t)["run"].(map[string]any)["attempt"].(float64)
+	}
+	fail()
+	require.Equal(t, float64(2), attempt(b.api(t, http.MethodPost, "/v1/runs/"+id+"/retry", "retry-1", nil)))
+
+	// The run fails again; a late replay of the first retry finds the run
+	// it retried and leaves it alone.
+	fail()
+	b.expireLedger(t, true)
+	replay := b.api(t, http.MethodPost, "/v1/runs/"+id+"/retry", "retry-1", nil)
+	require.Equal(t, float64(2), attempt(replay), "not retried a second time")
+	require.Equal(t, "failed", replay.json(t)["run"].(map[string]any)["status"])
+
+	b.expireLedger(t, true)
+	r = b.api(t, http.MethodPost, "/v1/runs/"+id+"/retry", "retry-1", []byte(`{"note": "other"}`))
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "idempotency_key_reused", r.errorCode(t))
+
+	// A new key is a new retry.
+	require.Equal(t, float64(3), attempt(b.api(t, http.MethodPost, "/v1/runs/"+id+"/retry", "retry-2", nil)))
+}

@@ -155,3 +155,26 @@ func TestDeployCommandRecord(t *testing.T) {
 	})
 	require.Error(t, err, "one record per key and workflow")
 }
+
+func TestRetryCommandRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.Pool(t)
+	_, err := pool.Exec(ctx, `INSERT INTO rflow.workflows (name, spec_hash, spec) VALUES ('wf', 'h', '{}')`)
+	require.NoError(t, err)
+	var won []store.ClaimedRun
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		won, err = store.ClaimRuns(ctx, tx, []store.Claim{store.ManualClaim("wf", "k", nil)})
+		return err
+	}))
+	id := won[0].ID
+	_, err = store.RetryByCommand(ctx, pool, id, "r")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	rec := store.RetryCommand{RunID: id, Key: "r", RequestHash: "h1", Attempt: 2}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return store.RecordRetryCommand(ctx, tx, rec) }))
+	got, err := store.RetryByCommand(ctx, pool, id, "r")
+	require.NoError(t, err)
+	require.Equal(t, &rec, got)
+	require.Error(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return store.RecordRetryCommand(ctx, tx, rec) }),
+		"one record per key and run")
+}
