@@ -57,12 +57,12 @@ func TestLedgerLegacySpellingAnswersForItself(t *testing.T) {
 	require.True(t, owned)
 }
 
-// TestMigrationCanonicalisesUUIDKeys runs the key rewrite of migration 006
+// TestMigrationCanonicalisesUUIDKeys runs the key rewrite of migration 009
 // again over records as an earlier release stored them.
 func TestMigrationCanonicalisesUUIDKeys(t *testing.T) {
 	t.Parallel()
 	b := setupLedger(t)
-	src, err := fs.ReadFile(migrations.FS, "006_command_identity.sql")
+	src, err := fs.ReadFile(migrations.FS, "009_command_identity.sql")
 	require.NoError(t, err)
 	rewrite := string(src[strings.Index(string(src), "WITH spelled AS"):])
 
