@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
