@@ -64,15 +64,20 @@ func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) er
 
 // StartRunTx claims a manual or webhook trigger occurrence and enqueues its
 // first step, in tx. When the key already has a run, created is false and
-// runID is that run.
+// runID is that run; for a manual claim whose input differs from that run's,
+// the error is a *store.TriggerKeyConflict (a webhook occurrence is its key,
+// whatever its body says).
 func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid.UUID, bool, error) {
 	n, err := e.ClaimTx(ctx, tx, []store.Claim{c})
 	if err != nil {
 		return uuid.Nil, false, err
 	}
-	id, err := store.RunByKey(ctx, tx, c.Workflow, c.TriggerKey)
+	id, same, err := store.RunByKey(ctx, tx, c.Workflow, c.TriggerKey, c.Trigger)
 	if err != nil {
 		return uuid.Nil, false, fmt.Errorf("workflow %s: %w", c.Workflow, err)
+	}
+	if n == 0 && !same && c.TriggerKind == "manual" {
+		return uuid.Nil, false, &store.TriggerKeyConflict{Workflow: c.Workflow, Key: c.TriggerKey, RunID: id}
 	}
 	return id, n == 1, nil
 }

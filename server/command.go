@@ -17,12 +17,15 @@ import (
 
 // Headers of the command protocol.
 const (
-	// HeaderIdempotencyKey is required on every mutation.
+	// HeaderIdempotencyKey is required on every mutation. A key that parses
+	// as a UUID is one key in every spelling (case, braces, no dashes,
+	// urn:uuid:); any other key is compared byte for byte.
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderIdempotencyClass is "client" (the default: a caller's own
 	// command, replayable for Config.ClientTTL) or "automatic" (a
 	// deterministic command from automation that may be redelivered for
-	// days, replayable for Config.AutoTTL).
+	// days, replayable for Config.AutoTTL). Cancellation is deterministic
+	// whatever the header says.
 	HeaderIdempotencyClass = "Idempotency-Class"
 	// HeaderReplayed is "true" on a response replayed from the ledger.
 	HeaderReplayed = "Idempotent-Replayed"
@@ -34,10 +37,33 @@ const commandScope = "v1"
 
 const maxKeyLen = 255
 
+// retention is a command's ledger class.
+type retention int
+
+const (
+	// clientRetention: a caller's command, kept Config.ClientTTL unless the
+	// request says Idempotency-Class: automatic.
+	clientRetention retention = iota
+	// deterministicRetention: a command whose repeats are expected for days
+	// (cancellation), always kept Config.AutoTTL.
+	deterministicRetention
+)
+
+// commandRequest is what a mutation knows of its request.
+type commandRequest struct {
+	// Key is the canonical Idempotency-Key (store.CanonicalIdempotencyKey).
+	Key string
+	// Hash identifies the request (method, path, exact body): the domain
+	// record of a command keeps it so a replay after the ledger expired can
+	// tell the same request from a key reused for another.
+	Hash string
+	Body []byte
+}
+
 // mutation performs a command's state change inside tx and returns the
 // success status and response value. An error rolls everything back,
 // ledger row included, so the key stays free for a retry.
-type mutation func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error)
+type mutation func(ctx context.Context, tx pgx.Tx, req commandRequest) (int, any, error)
 
 // command runs one mutation under the idempotency ledger:
 //
@@ -48,29 +74,38 @@ type mutation func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error
 //   - otherwise the ledger row, the mutation (and any River job it enqueues)
 //     and the recorded response commit in one transaction. Concurrent
 //     requests with the key wait on the ledger row and then replay it.
-func (s *Server) command(w http.ResponseWriter, r *http.Request, do mutation) {
+//
+// After the row expires, each mutation answers a replay from its own domain
+// rows (the run of a manual-run key, the deploy record, the cancelled run),
+// so an exact replay still finds what it made and a changed request still
+// conflicts.
+func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention, do mutation) {
 	ctx := r.Context()
-	key := r.Header.Get(HeaderIdempotencyKey)
-	if key == "" {
+	raw := r.Header.Get(HeaderIdempotencyKey)
+	if raw == "" {
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "missing_idempotency_key",
 			message: "this request changes state and needs an Idempotency-Key header (a fresh random value per " +
 				"intended change; resend the same value when retrying)"})
 		return
 	}
-	if len(key) > maxKeyLen {
+	if len(raw) > maxKeyLen {
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_idempotency_key",
-			message: fmt.Sprintf("Idempotency-Key is %d bytes long; the limit is %d", len(key), maxKeyLen)})
+			message: fmt.Sprintf("Idempotency-Key is %d bytes long; the limit is %d", len(raw), maxKeyLen)})
 		return
 	}
+	key := store.CanonicalIdempotencyKey(raw)
 	ttl := s.clientTTL
-	switch class := r.Header.Get(HeaderIdempotencyClass); class {
+	switch h := r.Header.Get(HeaderIdempotencyClass); h {
 	case "", "client":
 	case "automatic":
 		ttl = s.autoTTL
 	default:
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_idempotency_class",
-			message: fmt.Sprintf("Idempotency-Class %q is not client or automatic", class)})
+			message: fmt.Sprintf("Idempotency-Class %q is not client or automatic", h)})
 		return
+	}
+	if class == deterministicRetention {
+		ttl = s.autoTTL
 	}
 	body, aerr := s.readBody(w, r)
 	if aerr != nil {
@@ -85,12 +120,13 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, do mutation) {
 	}
 	defer release()
 
+	req := commandRequest{Key: key, Hash: requestHash(r, body), Body: body}
 	entry, owned, err := store.ClaimIdempotencyKey(ctx, tx, store.LedgerClaim{
-		Scope: commandScope, Key: key, RequestHash: requestHash(r, body), TTL: ttl,
+		Scope: commandScope, Key: key, Spelling: raw, RequestHash: req.Hash, TTL: ttl,
 	})
 	if errors.Is(err, store.ErrKeyReused) {
 		msg := fmt.Sprintf("Idempotency-Key %q was already used for a different request (method, path or body); "+
-			"use a new key for a new request", key)
+			"use a new key for a new request", raw)
 		if entry != nil {
 			msg += fmt.Sprintf(" (the key is reserved until %s)", entry.ExpiresAt.UTC().Format(time.RFC3339))
 		}
@@ -107,7 +143,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, do mutation) {
 		return
 	}
 
-	status, v, err := do(ctx, tx, body)
+	status, v, err := do(ctx, tx, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -140,8 +176,12 @@ func requestHash(r *http.Request, body []byte) string {
 // else as a logged 500 that names no internals.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
+	var conflict *store.TriggerKeyConflict
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &conflict):
+		ae = &apiError{status: http.StatusConflict, code: "run_key_reused", message: conflict.Error(),
+			details: map[string]any{"run_id": conflict.RunID, "key": conflict.Key}}
 	case errors.Is(err, store.ErrNotFound):
 		ae = &apiError{status: http.StatusNotFound, code: "not_found", message: err.Error()}
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:

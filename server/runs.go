@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -20,7 +21,8 @@ type startRunRequest struct {
 	Input json.RawMessage `json:"input"`
 	// Key is the run's trigger key: a second request with the same key
 	// (even after the ledger forgot the Idempotency-Key) returns the first
-	// run. Empty means a fresh key per request.
+	// run, and is a conflict when its input differs. Empty means the key
+	// derived from the Idempotency-Key (commandRunKey).
 	Key string `json:"key"`
 }
 
@@ -33,12 +35,18 @@ type startRunResponse struct {
 	Duplicate bool `json:"duplicate"`
 }
 
+// commandRunKey is the trigger key of a manual run requested without a
+// key: the command's own (canonical) Idempotency-Key, so the run is the
+// command's durable identity. A replay after the ledger row expired claims
+// the same key and finds the same run; a changed input conflicts.
+func commandRunKey(idempotencyKey string) string { return "idempotency-key:" + idempotencyKey }
+
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	s.command(w, r, func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error) {
+	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		var req startRunRequest
-		if len(bytes.TrimSpace(body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(body))
+		if len(bytes.TrimSpace(cmd.Body)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(cmd.Body))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&req); err != nil || dec.More() {
 				return 0, nil, &apiError{status: http.StatusBadRequest, code: "malformed_json",
@@ -47,19 +55,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		}
 		key := req.Key
 		if key == "" {
-			key = uuid.NewString()
+			key = commandRunKey(cmd.Key)
 		}
-		input := req.Input
-		if len(input) == 0 {
-			input = json.RawMessage("null")
-		}
-		payload, err := json.Marshal(map[string]json.RawMessage{"input": input})
-		if err != nil {
-			return 0, nil, err
-		}
-		id, created, err := s.engine.StartRunTx(ctx, tx, store.Claim{
-			Workflow: name, TriggerKey: key, TriggerKind: "manual", Trigger: payload,
-		})
+		id, created, err := s.engine.StartRunTx(ctx, tx, store.ManualClaim(name, key, req.Input))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -169,50 +167,86 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, runDetail{Run: run, Steps: steps})
 }
 
+// retryRun keeps its durable identity in run_retries: a replay the ledger
+// forgot answers with the run it retried (200, as the run is now) instead
+// of retrying it a second time after it failed again.
 func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
-	s.runCommand(w, r, func(run *store.Run) *apiError {
-		if run.Status != store.RunFailed {
-			return &apiError{status: http.StatusConflict, code: "invalid_state",
-				message: fmt.Sprintf("run %s is %s: only failed runs can be retried", run.ID, run.Status)}
-		}
-		return nil
-	}, s.engine.RetryRunTx)
-}
-
-func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	s.runCommand(w, r, func(run *store.Run) *apiError {
-		if store.RunTerminal(run.Status) {
-			return &apiError{status: http.StatusConflict, code: "invalid_state",
-				message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
-		}
-		return nil
-	}, s.engine.CancelRunTx)
-}
-
-// runCommand is retry or cancel: lock the run, check that the command
-// applies to its state (409 otherwise), then let the engine act in the same
-// transaction.
-func (s *Server) runCommand(w http.ResponseWriter, r *http.Request, check func(*store.Run) *apiError,
-	act func(context.Context, pgx.Tx, uuid.UUID) (*store.Run, error)) {
 	id, aerr := runID(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	s.command(w, r, func(ctx context.Context, tx pgx.Tx, _ []byte) (int, any, error) {
-		run, err := store.GetRun(ctx, tx, id, true)
+	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
+		prev, err := store.RetryByCommand(ctx, tx, id, cmd.Key)
+		switch {
+		case err == nil && prev.RequestHash == cmd.Hash:
+			run, err := store.GetRun(ctx, tx, id, false)
+			if err != nil {
+				return 0, nil, err
+			}
+			return http.StatusOK, runResponse{Run: run}, nil
+		case err == nil:
+			return 0, nil, &apiError{status: http.StatusConflict, code: "idempotency_key_reused",
+				message: fmt.Sprintf("Idempotency-Key %q already retried run %s (attempt %d) with a different request; "+
+					"use a new key for a new retry", cmd.Key, id, prev.Attempt)}
+		case !errors.Is(err, store.ErrNotFound):
+			return 0, nil, err
+		}
+		run, err := s.actOnRun(ctx, tx, id, func(run *store.Run) *apiError {
+			if run.Status != store.RunFailed {
+				return &apiError{status: http.StatusConflict, code: "invalid_state",
+					message: fmt.Sprintf("run %s is %s: only failed runs can be retried", run.ID, run.Status)}
+			}
+			return nil
+		}, s.engine.RetryRunTx)
 		if err != nil {
 			return 0, nil, err
 		}
-		if aerr := check(run); aerr != nil {
-			return 0, nil, aerr
-		}
-		run, err = act(ctx, tx, id)
+		err = store.RecordRetryCommand(ctx, tx, store.RetryCommand{RunID: id, Key: cmd.Key, RequestHash: cmd.Hash, Attempt: run.Attempt})
 		if err != nil {
 			return 0, nil, err
 		}
 		return http.StatusOK, runResponse{Run: run}, nil
 	})
+}
+
+// cancelRun is effect-idempotent: a run already cancelled is answered as it
+// is (200), so a repeated cancel, under any key and after the ledger forgot
+// it, returns the same run; a run that finished otherwise is 409.
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id, aerr := runID(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
+		run, err := s.actOnRun(ctx, tx, id, func(run *store.Run) *apiError {
+			if store.RunTerminal(run.Status) && run.Status != store.RunCancelled {
+				return &apiError{status: http.StatusConflict, code: "invalid_state",
+					message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
+			}
+			return nil
+		}, s.engine.CancelRunTx)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, runResponse{Run: run}, nil
+	})
+}
+
+// actOnRun is the body of retry and cancel: lock the run, check that the
+// command applies to its state (409 otherwise), then let the engine act in
+// the same transaction.
+func (s *Server) actOnRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, check func(*store.Run) *apiError,
+	act func(context.Context, pgx.Tx, uuid.UUID) (*store.Run, error)) (*store.Run, error) {
+	run, err := store.GetRun(ctx, tx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	if aerr := check(run); aerr != nil {
+		return nil, aerr
+	}
+	return act(ctx, tx, id)
 }
 
 func runID(r *http.Request) (uuid.UUID, *apiError) {

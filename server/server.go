@@ -44,12 +44,12 @@ type Engine interface {
 // Defaults and limits of Config.
 const (
 	DefaultBodyLimit = 1 << 20 // 1 MiB
-	DefaultClientTTL = 24 * time.Hour
-	DefaultAutoTTL   = 14 * 24 * time.Hour
+	DefaultClientTTL = workflow.DefaultClientRetention
+	DefaultAutoTTL   = workflow.DefaultDeterministicRetention
 	// MinAutoTTL is the shortest retention allowed for deterministic
-	// automatic commands: their producers may redeliver for days, and a
-	// shorter window would let a redelivery mutate twice.
-	MinAutoTTL = 7 * 24 * time.Hour
+	// commands: their producers may redeliver for days, and a shorter
+	// window would let a redelivery mutate twice.
+	MinAutoTTL = workflow.MinDeterministicRetention
 )
 
 // Config configures a Server.
@@ -66,9 +66,10 @@ type Config struct {
 	// ClientTTL is how long a client command's response stays replayable
 	// (DefaultClientTTL when zero).
 	ClientTTL time.Duration
-	// AutoTTL is the retention of deterministic automatic commands (sent
-	// with "Idempotency-Class: automatic"); DefaultAutoTTL when zero, and
-	// never less than MinAutoTTL.
+	// AutoTTL is the retention of deterministic commands (cancellation, and
+	// commands sent with "Idempotency-Class: automatic"); DefaultAutoTTL
+	// when zero, and never less than MinAutoTTL. rflow start sets both from
+	// the project's idempotency: block or its flags.
 	AutoTTL time.Duration
 }
 
@@ -121,10 +122,10 @@ func New(cfg Config) (*Server, error) {
 	switch {
 	case s.autoTTL == 0:
 		s.autoTTL = DefaultAutoTTL
-	case s.autoTTL < MinAutoTTL:
-		return nil, fmt.Errorf("server: automatic command retention %s is below the minimum of %s (7 days): "+
-			"producers of automatic commands may redeliver for that long, and a shorter ledger window "+
-			"would let a redelivery mutate twice", cfg.AutoTTL, MinAutoTTL)
+	default:
+		if err := workflow.CheckDeterministicRetention(s.autoTTL); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
 	}
 	s.txSlots = make(chan struct{}, max(1, cfg.Pool.Config().MaxConns/2))
 	s.mux = http.NewServeMux()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -22,8 +23,27 @@ type diagnostic struct {
 // Runs already claimed keep the generation they were claimed under.
 func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	s.command(w, r, func(ctx context.Context, tx pgx.Tx, body []byte) (int, any, error) {
-		d, err := s.engine.DeployTx(ctx, tx, name, body)
+	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
+		// A deploy's durable identity is its record in workflow_deploys: a
+		// replay the ledger forgot answers with what it deployed then
+		// (never redeploying an old definition over a newer one), and the
+		// key with another definition is still a conflict.
+		prev, err := store.DeployByCommand(ctx, tx, name, cmd.Key)
+		switch {
+		case err == nil && prev.RequestHash == cmd.Hash:
+			return http.StatusOK, prev.Deployed, nil
+		case err == nil:
+			return 0, nil, &apiError{status: http.StatusConflict, code: "idempotency_key_reused",
+				message: fmt.Sprintf("Idempotency-Key %q already deployed generation %d of %s from a different "+
+					"definition; use a new key for a new deploy", cmd.Key, prev.Deployed.Generation, name)}
+		case !errors.Is(err, store.ErrNotFound):
+			return 0, nil, err
+		}
+		d, err := s.engine.DeployTx(ctx, tx, name, cmd.Body)
+		if err == nil {
+			err = store.RecordDeployCommand(ctx, tx, store.DeployCommand{
+				Workflow: name, Key: cmd.Key, RequestHash: cmd.Hash, Deployed: d})
+		}
 		if err == nil {
 			return http.StatusOK, d, nil
 		}

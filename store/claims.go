@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -23,6 +25,43 @@ type Claim struct {
 	BlockNumber int64
 	BlockHash   string
 }
+
+// ManualClaim is the claim of a manual run with trigger key key. Its
+// payload is {"input": input} (input null when empty) whether the CLI or the
+// API asks, so the same key and input compare equal from either.
+func ManualClaim(workflow, key string, input json.RawMessage) Claim {
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	payload, err := json.Marshal(map[string]json.RawMessage{"input": input})
+	if err != nil {
+		// input is not valid JSON: the callers validate it first; keep
+		// the claim failing in the database rather than here.
+		payload = []byte(`{"input": ` + string(input) + `}`)
+	}
+	return Claim{Workflow: workflow, TriggerKey: key, TriggerKind: "manual", Trigger: payload}
+}
+
+// ErrTriggerKeyReused matches a TriggerKeyConflict.
+var ErrTriggerKeyReused = errors.New("trigger key already used with another input")
+
+// TriggerKeyConflict is a manual run asked for with a key whose run was
+// started with a different input: it is another request, not a replay, and
+// starts nothing.
+type TriggerKeyConflict struct {
+	Workflow string
+	Key      string
+	// RunID is the run that holds the key.
+	RunID uuid.UUID
+}
+
+func (e *TriggerKeyConflict) Error() string {
+	return fmt.Sprintf("key %q of workflow %s already started run %s with a different input; "+
+		"use a new key for a new run, or the same input to get that run", e.Key, e.Workflow, e.RunID)
+}
+
+// Is makes errors.Is(err, ErrTriggerKeyReused) match.
+func (e *TriggerKeyConflict) Is(target error) bool { return target == ErrTriggerKeyReused }
 
 // ClaimedRun is a claim that won the gate.
 type ClaimedRun struct {

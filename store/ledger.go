@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -21,11 +22,27 @@ const (
 // used for a different request (a different request hash).
 var ErrKeyReused = errors.New("idempotency key already used for a different request")
 
+// CanonicalIdempotencyKey is the ledger form of a client's key: a key that
+// parses as a UUID (any case, with braces, without dashes, with a urn:uuid:
+// prefix) becomes its lower-case dashed form, so every spelling of one UUID
+// is one key; any other key stays byte for byte.
+func CanonicalIdempotencyKey(key string) string {
+	if id, err := uuid.Parse(key); err == nil {
+		return id.String()
+	}
+	return key
+}
+
 // LedgerClaim asks to own one idempotency key for one request.
 type LedgerClaim struct {
 	// Scope separates key spaces: the same key in two scopes is two entries.
 	Scope string
 	Key   string
+	// Spelling is the key as the client sent it, when Key is its canonical
+	// form (CanonicalIdempotencyKey). A live entry recorded under exactly
+	// that spelling before keys were canonicalised answers for it, so an
+	// upgrade never lets a retry act twice.
+	Spelling string
 	// RequestHash identifies the request the key was first used for; a
 	// later request with the same key and another hash is refused.
 	RequestHash string
@@ -59,6 +76,15 @@ func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, c LedgerClaim) (entry *
 	if c.TTL <= 0 {
 		return nil, false, fmt.Errorf("idempotency key %s/%s: ttl must be positive, got %s", c.Scope, c.Key, c.TTL)
 	}
+	if c.Spelling != "" && c.Spelling != c.Key {
+		legacy, err := liveEntry(ctx, tx, c.Scope, c.Spelling)
+		if err != nil {
+			return nil, false, err
+		}
+		if legacy != nil {
+			return legacy, false, matchRequest(legacy, c)
+		}
+	}
 	// The expired row may vanish (cleanup) between the two statements; a
 	// second round then inserts afresh.
 	for range 3 {
@@ -79,25 +105,43 @@ func ClaimIdempotencyKey(ctx context.Context, tx pgx.Tx, c LedgerClaim) (entry *
 			return nil, false, fmt.Errorf("claim idempotency key %s/%s: %w", c.Scope, c.Key, err)
 		}
 		// A live entry exists (and is committed: the insert waited for it).
-		err = tx.QueryRow(ctx, `
-			SELECT request_hash, status, response_status, response, expires_at, created_at
-			FROM rflow.idempotency_keys WHERE scope = $1 AND key = $2 AND expires_at > now()`,
-			c.Scope, c.Key).Scan(&e.RequestHash, &e.Status, &e.ResponseStatus, &e.Response, &e.ExpiresAt, &e.CreatedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
+		live, err := liveEntry(ctx, tx, c.Scope, c.Key)
+		if err != nil {
+			return nil, false, err
+		}
+		if live == nil {
 			continue
 		}
-		if err != nil {
-			return nil, false, fmt.Errorf("load idempotency key %s/%s: %w", c.Scope, c.Key, err)
-		}
-		if e.Status != LedgerCompleted {
-			return nil, false, fmt.Errorf("idempotency key %s/%s is %s outside its transaction", c.Scope, c.Key, e.Status)
-		}
-		if e.RequestHash != c.RequestHash {
-			return &e, false, fmt.Errorf("idempotency key %s/%s: %w", c.Scope, c.Key, ErrKeyReused)
-		}
-		return &e, false, nil
+		return live, false, matchRequest(live, c)
 	}
 	return nil, false, fmt.Errorf("claim idempotency key %s/%s: entry kept expiring under the claim", c.Scope, c.Key)
+}
+
+// liveEntry loads the live completed entry of (scope, key), or nil.
+func liveEntry(ctx context.Context, tx pgx.Tx, scope, key string) (*LedgerEntry, error) {
+	e := LedgerEntry{Scope: scope, Key: key}
+	err := tx.QueryRow(ctx, `
+		SELECT request_hash, status, response_status, response, expires_at, created_at
+		FROM rflow.idempotency_keys WHERE scope = $1 AND key = $2 AND expires_at > now()`,
+		scope, key).Scan(&e.RequestHash, &e.Status, &e.ResponseStatus, &e.Response, &e.ExpiresAt, &e.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load idempotency key %s/%s: %w", scope, key, err)
+	}
+	if e.Status != LedgerCompleted {
+		return nil, fmt.Errorf("idempotency key %s/%s is %s outside its transaction", scope, key, e.Status)
+	}
+	return &e, nil
+}
+
+// matchRequest is nil when the recorded entry e is for the request of c.
+func matchRequest(e *LedgerEntry, c LedgerClaim) error {
+	if e.RequestHash != c.RequestHash {
+		return fmt.Errorf("idempotency key %s/%s: %w", c.Scope, e.Key, ErrKeyReused)
+	}
+	return nil
 }
 
 // CompleteIdempotencyKey records the response of a key claimed in tx. The

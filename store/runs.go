@@ -134,11 +134,16 @@ type RunUpdate struct {
 }
 
 // CancelRun marks a run cancelled unless it already finished. Jobs still
-// queued for it become no-ops when they see the status.
+// queued for it become no-ops when they see the status. Cancelling a
+// cancelled run changes nothing and returns it as it is: a repeated cancel
+// is the same command, not an error.
 func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 	r, err := GetRun(ctx, tx, id, true)
 	if err != nil {
 		return nil, err
+	}
+	if r.Status == RunCancelled {
+		return r, nil
 	}
 	if RunTerminal(r.Status) {
 		return r, fmt.Errorf("run %s is already %s", id, r.Status)
@@ -217,15 +222,26 @@ func DeleteStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string) err
 	return nil
 }
 
-// RunByKey returns the id of the run that holds a trigger key.
-func RunByKey(ctx context.Context, db DBTX, workflow, key string) (uuid.UUID, error) {
-	var id uuid.UUID
-	err := db.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs WHERE workflow_name = $1 AND trigger_key = $2`,
-		workflow, key).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return uuid.Nil, fmt.Errorf("run of %s with key %s: %w", workflow, key, ErrNotFound)
+// RunByKey returns the id of the run that holds a trigger key, and whether
+// that run's trigger payload equals trigger as a JSON value (key order and
+// spacing aside; empty means {}), so a caller can tell a replay of an
+// occurrence from another occurrence reusing its key.
+func RunByKey(ctx context.Context, db DBTX, workflow, key string, trigger []byte) (uuid.UUID, bool, error) {
+	if len(trigger) == 0 {
+		trigger = []byte("{}")
 	}
-	return id, err
+	var id uuid.UUID
+	var same bool
+	err := db.QueryRow(ctx, `
+		SELECT id, trigger = $3::jsonb FROM rflow.workflow_runs WHERE workflow_name = $1 AND trigger_key = $2`,
+		workflow, key, string(trigger)).Scan(&id, &same)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, false, fmt.Errorf("run of %s with key %s: %w", workflow, key, ErrNotFound)
+	}
+	if err != nil {
+		return uuid.Nil, false, fmt.Errorf("run of %s with key %s: %w", workflow, key, err)
+	}
+	return id, same, nil
 }
 
 // PausedRuns returns (and locks, skipping any a concurrent resume holds)

@@ -114,10 +114,12 @@ func unwrapPathError(err error) error {
 
 // project builds the Project from the document root.
 func (l *loader) project(root *node) {
-	m := l.fields(root, "the project", "name", "database_url", "env", "networks", "wallets", "contracts", "workflows")
+	m := l.fields(root, "the project", "name", "database_url", "env", "networks", "wallets", "contracts", "workflows",
+		"idempotency")
 	if m == nil {
 		return
 	}
+	l.idempotency(m["idempotency"])
 	if n := l.required(m, root, "name", "project"); n != nil {
 		l.p.Name = l.str(n, "name")
 		if l.p.Name != "" && !namePattern.MatchString(l.p.Name) {

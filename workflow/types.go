@@ -37,6 +37,8 @@ type Project struct {
 	// read as env.NAME (the project file's env:). The engine exposes these
 	// and nothing else.
 	Env []string
+	// Idempotency is the command ledger's retention (see idempotency.go).
+	Idempotency Idempotency
 	// Warnings holds what validation warned about (never errors: those make
 	// Load fail).
 	Warnings Diagnostics

@@ -133,9 +133,18 @@ func TestRunsAndWorkflowsCommands(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &started))
 	require.True(t, started.Created)
-	out, code = cli("run", "hello", "-c", config, "--key", "k1")
-	require.Equal(t, 0, code)
+	out, code = cli("run", "hello", "-c", config, "--key", "k1", "--input", `{ "who": "ops" }`)
+	require.Equal(t, 0, code, "the same key and input: the recorded run")
 	require.Contains(t, out, "already has run "+started.RunID)
+	for _, in := range []string{`{"who":"dev"}`, ""} {
+		args := []string{"--database-url", db, "run", "hello", "-c", config, "--key", "k1"}
+		if in != "" {
+			args = append(args, "--input", in)
+		}
+		out, stderr, code := rflowCmd(t, args...)
+		require.Equal(t, 1, code, "the key with another input (%q) is a conflict: %s", in, out)
+		require.Contains(t, stderr, "already started run "+started.RunID+" with a different input")
+	}
 
 	// flaky answers 500 and has no retry policy: the run is dead-lettered.
 	require.Eventually(t, func() bool {
@@ -166,11 +175,12 @@ func TestRunsAndWorkflowsCommands(t *testing.T) {
 	out, code = cli("run", "sleepy", "-c", config, "-o", "json")
 	require.Equal(t, 0, code)
 	require.NoError(t, json.Unmarshal([]byte(out), &started))
-	out, code = cli("runs", "cancel", started.RunID, "-c", config)
+	out, code = cli("runs", "cancel", started.RunID, "-c", config, "-o", "json")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "cancelled")
-	_, code = cli("runs", "cancel", started.RunID, "-c", config)
-	require.Equal(t, 1, code, "cancelling twice is an error")
+	require.Contains(t, out, `"status": "cancelled"`)
+	again, code := cli("runs", "cancel", started.RunID, "-c", config, "-o", "json")
+	require.Equal(t, 0, code, "a repeated cancel returns the recorded result")
+	require.JSONEq(t, out, again, "the same run state, finished_at included")
 
 	// Pause: claims wait in queued; resume starts them.
 	_, code = cli("workflows", "pause", "hello")

@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
@@ -108,4 +110,121 @@ workflows:
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API needs the token")
+}
+
+// TestStartCommandIdempotency runs `rflow start --http` as a process with the
+// project's idempotency: block and a flag over it: UUID spellings replay, a
+// manual-run key with other input conflicts before and after its record
+// expires (aged in SQL), a repeated cancel answers with the cancelled run,
+// and each command's record lasts its retention.
+func TestStartCommandIdempotency(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(`
+name: idem
+idempotency:
+  client_retention: 2h
+  deterministic_retention: 10d
+workflows:
+  - name: park
+    trigger: { manual: {} }
+    steps:
+      - { id: nap, delay: 1h }
+`), 0o644))
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("name: idem\nidempotency:\n  deterministic_retention: 6d\n"+
+		"workflows:\n  - { name: park, trigger: { manual: {} }, steps: [ { id: nap, delay: 1h } ] }\n"), 0o644))
+	_, stderr, code := rflowCmd(t, "validate", "-c", bad)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, bad+":3:28: idempotency.deterministic_retention 6d is below the minimum of 7d")
+
+	db := storetest.URL(t)
+	_, stderr, code = rflowCmd(t, "--database-url", db, "start", "-c", config, "--deterministic-retention", "6d")
+	require.Equal(t, 2, code, "a flag below the minimum is a usage error: %s", stderr)
+	require.Contains(t, stderr, "--deterministic-retention: deterministic_retention 6d is below the minimum of 7d")
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	out := &strings.Builder{}
+	cmd := exec.Command(rflowBin, "--database-url", db, "--log-level", "warn", "start", "-c", config, "--http", addr,
+		"--deterministic-retention", "9d")
+	cmd.Env = append(os.Environ(), "RFLOW_API_TOKEN=t0ken")
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	defer p.stop(t)
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 30*time.Second, 50*time.Millisecond, "output: %s", out)
+
+	type answer struct {
+		code     int
+		replayed bool
+		body     map[string]any
+		raw      string
+	}
+	post := func(path, key, body string) answer {
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t0ken")
+		req.Header.Set(server.HeaderIdempotencyKey, key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		a := answer{code: resp.StatusCode, replayed: resp.Header.Get(server.HeaderReplayed) == "true", raw: string(b)}
+		_ = json.Unmarshal(b, &a.body)
+		return a
+	}
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, db)
+	require.NoError(t, err)
+	defer pool.Close()
+	retention := func(key string) time.Duration {
+		var d time.Duration
+		require.NoError(t, pool.QueryRow(ctx, `SELECT expires_at - created_at FROM rflow.idempotency_keys WHERE key = $1`, key).Scan(&d))
+		return d
+	}
+	age := func() {
+		_, err := pool.Exec(ctx, `UPDATE rflow.idempotency_keys SET expires_at = now() - interval '1 second'`)
+		require.NoError(t, err)
+	}
+
+	id := "{" + strings.ToUpper("0b6f2f0e-8a8c-4a53-9d0b-2f2b9a4c1e11") + "}"
+	first := post("/v1/workflows/park/runs", id, `{"input": {"n": 1}}`)
+	require.Equal(t, http.StatusCreated, first.code, first.raw)
+	runID := first.body["run_id"].(string)
+	again := post("/v1/workflows/park/runs", "urn:uuid:0b6f2f0e-8a8c-4a53-9d0b-2f2b9a4c1e11", `{"input": {"n": 1}}`)
+	require.True(t, again.replayed, "another spelling of the same UUID replays: %s", again.raw)
+	require.Equal(t, first.raw, again.raw)
+	require.Equal(t, 2*time.Hour, retention("0b6f2f0e-8a8c-4a53-9d0b-2f2b9a4c1e11"), "the project's client retention")
+
+	age()
+	replay := post("/v1/workflows/park/runs", id, `{"input": {"n": 1}}`)
+	require.Equal(t, http.StatusOK, replay.code, replay.raw)
+	require.Equal(t, runID, replay.body["run_id"], "after expiry the exact replay finds the same run")
+	age()
+	changed := post("/v1/workflows/park/runs", id, `{"input": {"n": 2}}`)
+	require.Equal(t, http.StatusConflict, changed.code, changed.raw)
+	require.Contains(t, changed.raw, runID)
+
+	c1 := post("/v1/runs/"+runID+"/cancel", "cancel-1", "")
+	require.Equal(t, http.StatusOK, c1.code, c1.raw)
+	c2 := post("/v1/runs/"+runID+"/cancel", "cancel-2", "")
+	require.Equal(t, http.StatusOK, c2.code, c2.raw)
+	require.Equal(t, c1.raw, c2.raw, "a repeated cancel returns the cancelled run")
+	require.Equal(t, 9*24*time.Hour, retention("cancel-1"), "the flag overrides the project file")
+
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs`).Scan(&n))
+	require.Equal(t, 1, n)
 }

@@ -154,6 +154,8 @@ func runsRetry(c *cli.Context) error {
 	})
 }
 
+// runsCancel is effect-idempotent: cancelling a cancelled run prints it as
+// it is and exits 0.
 func runsCancel(c *cli.Context) error {
 	return mutateRun(c, "cancelled", func(ctx context.Context, e *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
 		return e.CancelRunTx(ctx, tx, id)
@@ -238,15 +240,14 @@ func runCommand() *cli.Command {
 				return usagef("run takes exactly one workflow name")
 			}
 			name := c.Args().First()
-			payload := map[string]any{}
+			var input json.RawMessage
 			if in := c.String("input"); in != "" {
-				var v any
-				if err := json.Unmarshal([]byte(in), &v); err != nil {
-					return usagef("--input is not valid JSON: %v", err)
+				if !json.Valid([]byte(in)) {
+					var v any
+					return usagef("--input is not valid JSON: %v", json.Unmarshal([]byte(in), &v))
 				}
-				payload["input"] = json.RawMessage(in)
+				input = json.RawMessage(in)
 			}
-			raw, _ := json.Marshal(payload)
 			key := c.String("key")
 			if key == "" {
 				key = "manual:" + uuid.NewString()
@@ -262,9 +263,13 @@ func runCommand() *cli.Command {
 			var id uuid.UUID
 			var created bool
 			err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
-				id, created, err = e.StartRunTx(c.Context, tx, store.Claim{Workflow: name, TriggerKey: key, TriggerKind: "manual", Trigger: raw})
+				id, created, err = e.StartRunTx(c.Context, tx, store.ManualClaim(name, key, input))
 				return err
 			})
+			var conflict *store.TriggerKeyConflict
+			if errors.As(err, &conflict) {
+				return cli.Exit(fmt.Sprintf("rflow run: %v (`rflow runs show %s`)", conflict, conflict.RunID), exitFailure)
+			}
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func startCommand() *cli.Command {
 		Usage: "run the engine: triggers, step workers and the HTTP endpoints",
 		Description: "Several processes may run against one database; no work is done twice.\n" +
 			"SIGTERM/SIGINT stops claiming, lets in-flight steps reach their journal, and exits 0.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			configFlag(),
 			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
 			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
@@ -33,10 +33,14 @@ func startCommand() *cli.Command {
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes (default 1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
-		},
+		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
 			logger := newLogger(c)
 			project, err := loadProject(c)
+			if err != nil {
+				return err
+			}
+			idem, err := retention(c, project)
 			if err != nil {
 				return err
 			}
@@ -52,7 +56,7 @@ func startCommand() *cli.Command {
 			err = runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
-				stdout: c.App.Writer,
+				idempotency: idem, stdout: c.App.Writer,
 			})
 			if err != nil && c.Context.Err() != nil {
 				// SIGTERM/SIGINT during start-up: nothing was left half
@@ -76,7 +80,9 @@ type engineOptions struct {
 	bodyLimit int64
 	// dryRun simulates sends instead of broadcasting them.
 	dryRun bool
-	stdout interface{ Write([]byte) (int, error) }
+	// idempotency is the command ledger's retention (zero: the project's).
+	idempotency workflow.Idempotency
+	stdout      interface{ Write([]byte) (int, error) }
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
 }
@@ -139,8 +145,14 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		}
 	}
 	if o.httpAddr != "" {
+		idem := o.idempotency
+		if idem == (workflow.Idempotency{}) {
+			idem = o.project.Idempotency
+		}
+		o.logger.Info("command ledger retention", "retention", describeRetention(idem))
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
-			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit})
+			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit,
+			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
