@@ -195,14 +195,12 @@ func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
 }
 
 // chainService builds the event/block/read trigger service, or nil when the
-// project has no chain triggers.
+// project declares no network. It runs the deployed workflows' chain
+// triggers, including those deployed later through the API.
 func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger *slog.Logger) (*chain.Service, error) {
-	cfg, err := engine.ChainConfig()
-	if err != nil {
-		return nil, err
-	}
-	if len(cfg.Events)+len(cfg.Blocks)+len(cfg.Reads) == 0 {
-		return nil, nil
+	cfg := engine.ChainConfig()
+	if len(cfg.Networks) == 0 {
+		return nil, nil // no chain: no chain trigger can be deployed either
 	}
 	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
 }
