@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
@@ -146,4 +148,85 @@ func (c *pathCounter) hits(path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.seen[path]
+}
+
+// TestPutDeployedEventTriggerClaimsWithoutRestart: a workflow with a new
+// event trigger deployed through PUT /v1/workflows into a running
+// `rflow start` claims a real anvil's logs (from its contract's start
+// block, filtered by where:) without a restart; a redeploy with another
+// where: applies to later logs, and no log is claimed twice.
+func TestPutDeployedEventTriggerClaimsWithoutRestart(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	s := newPathCounter(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	config := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`
+name: live
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 0, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
+workflows:
+  - name: seed
+    trigger: { manual: {} }
+    steps:
+      - { id: call, http_call: { method: POST, url: "%s/seed" } }
+`, node.URL, em.Address.Hex(), s.URL)), 0o644))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	p := startRflowArgs(t, []string{"RFLOW_API_TOKEN=t0ken"}, "--database-url", storetest.URL(t), "--log-level", "warn",
+		"start", "-c", config, "--http", addr)
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 30*time.Second, 50*time.Millisecond, "output: %s", p.out)
+	put := func(min int, generation int64) {
+		t.Helper()
+		body := fmt.Sprintf(`
+name: deposits
+trigger:
+  event: { contract: Vault, event: Deposit, where: "${{ event.amount >= %d }}", run_on: head }
+steps:
+  - { id: tell, http_call: { method: POST, url: "%s/deposit/${{ event.amount }}" } }
+`, min, s.URL)
+		req, _ := http.NewRequest(http.MethodPut, base+"/v1/workflows/deposits", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer t0ken")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("deploy-%d", generation))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var d store.Deployed
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&d))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, generation, d.Generation)
+	}
+
+	em.Deposit(15) // before the deploy
+	put(10, 1)
+	em.Deposit(5) // filtered out
+	em.Deposit(20)
+	require.Eventually(t, func() bool { return s.hits("/deposit/15") == 1 && s.hits("/deposit/20") == 1 },
+		30*time.Second, 50*time.Millisecond, "output: %s", p.out)
+
+	put(100, 2)
+	time.Sleep(2 * time.Second) // the new generation is picked up within about a second
+	em.Deposit(50)              // passes generation 1 only
+	em.Deposit(200)
+	require.Eventually(t, func() bool { return s.hits("/deposit/200") == 1 }, 30*time.Second, 50*time.Millisecond, "output: %s", p.out)
+	time.Sleep(500 * time.Millisecond)
+	require.Zero(t, s.hits("/deposit/5"))
+	require.Zero(t, s.hits("/deposit/50"), "generation 2's where: applies after its deploy")
+	require.Equal(t, 1, s.hits("/deposit/15"), "no log claimed twice across the switch")
+	require.Equal(t, 1, s.hits("/deposit/20"))
+	p.stop(t)
 }
