@@ -32,7 +32,7 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		out = Sync{}
 		declared := map[string]bool{}
-		for _, wf := range e.project.Workflows {
+		for _, wf := range byName(e.project.Workflows) {
 			d, err := store.SyncWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 			if err != nil {
 				return err
@@ -72,7 +72,7 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		}
 	}
 	out := make([]store.Deployed, 0, len(wfs))
-	for _, wf := range wfs {
+	for _, wf := range byName(wfs) {
 		d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 		if err != nil {
 			return nil, err
@@ -94,4 +94,10 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
 	}
 	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+}
+
+// byName orders workflows by name: processes deploying different files at
+// once lock the workflow rows in one order, so they cannot deadlock.
+func byName(wfs []*workflow.Workflow) []*workflow.Workflow {
+	return slices.SortedFunc(slices.Values(wfs), func(a, b *workflow.Workflow) int { return strings.Compare(a.Name, b.Name) })
 }
