@@ -86,10 +86,7 @@ workflows:
 		b.Fatal(err)
 	}
 	defer e.Stop(ctx)
-	cfg, err := e.ChainConfig()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := e.ChainConfig()
 	stop := runChain(b, pool, cfg, e)
 	defer stop()
 	time.Sleep(time.Second) // let the head tracker settle

@@ -92,6 +92,9 @@ type EventTrigger struct {
 	// Where, when set, filters decoded logs (Decoded.Fields) before claiming.
 	// An error skips the log and is logged.
 	Where func(event map[string]any) (bool, error)
+	// Generation is the workflow generation the trigger was built from
+	// (Config.Reload sets it); the task commits only while it is current.
+	Generation int64
 }
 
 // BlockTrigger claims a run every Every blocks (block numbers divisible by
@@ -102,6 +105,9 @@ type BlockTrigger struct {
 	Every    uint64
 	// Confirmations is the depth at which a block fires (default 0).
 	Confirmations int
+	// Generation is the workflow generation the trigger was built from
+	// (Config.Reload sets it); the task commits only while it is current.
+	Generation int64
 }
 
 // ReadTrigger calls a view function and claims a run with its result, either
@@ -122,6 +128,9 @@ type ReadTrigger struct {
 	Confirmations int
 	// When, when set, filters results before claiming.
 	When func(result any) (bool, error)
+	// Generation is the workflow generation the trigger was built from
+	// (Config.Reload sets it); the task commits only while it is current.
+	Generation int64
 }
 
 // Reorg is handed to the OnReorg hook inside the transaction that records
@@ -155,6 +164,14 @@ type Config struct {
 	// OnReorg is called in the reorg's transaction; an error rolls the
 	// reorg back and it is retried.
 	OnReorg func(ctx context.Context, tx pgx.Tx, r Reorg) error
+
+	// Reload, when set, returns the triggers to run (Events, Blocks and
+	// Reads above are then ignored), and is polled every ReloadInterval
+	// (default 1s) while Run runs: a changed set takes effect without a
+	// restart (see Triggers). A network's head is then tracked only while
+	// a trigger uses it.
+	Reload         func(ctx context.Context) (Triggers, error)
+	ReloadInterval time.Duration
 }
 
 func confirmationsOf(t EventTrigger, n Network) int {

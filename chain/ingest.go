@@ -144,6 +144,9 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		if err := j.verify(ctx, tx, b.hashes); err != nil {
 			return err
 		}
+		if err := j.s.fenceTx(ctx, tx, j.lease.Name); err != nil {
+			return err
+		}
 		for i := 0; i < len(b.claims); i += j.s.cfg.ClaimBatch {
 			chunk := b.claims[i:min(len(b.claims), i+j.s.cfg.ClaimBatch)]
 			if _, err := j.s.claimer.ClaimTx(ctx, tx, chunk); err != nil {

@@ -197,6 +197,9 @@ func (s *Service) readSlot(ctx context.Context, n *netState, t ReadTrigger, name
 		} else if rid != reorgID {
 			return errStale
 		}
+		if err := s.fenceTx(ctx, tx, lease.Name); err != nil {
+			return err
+		}
 		if ok {
 			if _, err := s.claimer.ClaimTx(ctx, tx, []store.Claim{c}); err != nil {
 				return fmt.Errorf("claim read %s: %w", tick, err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +29,12 @@ type Service struct {
 	log     *slog.Logger
 	nets    map[string]*netState // by network name
 	tasks   map[string]task      // by lease name (prefixed)
+
+	// With Config.Reload (see reload.go): every network's head tracker,
+	// and the generation each trigger task ingests under.
+	heads   map[string]task
+	fenceMu sync.Mutex
+	fences  map[string]fence
 }
 
 // netState is one network's client and its window-changed signal.
@@ -156,14 +161,14 @@ type running struct {
 // tasks/live-processes leases, releasing extras and taking free or expired
 // ones.
 func (s *Service) Run(ctx context.Context) error {
-	names := make([]string, 0, len(s.tasks))
-	for name := range s.tasks {
-		names = append(names, name)
+	reloads, reloaded := s.watch(ctx)
+	if reloaded != nil {
+		defer func() { <-reloaded }()
 	}
-	sort.Strings(names)
+	names := s.taskNames()
 	memberPrefix := s.cfg.LeasePrefix + "node/"
 	held := map[string]*running{}
-	lost := make(chan store.Lease, len(names)+1)
+	lost := make(chan store.Lease, 64)
 	var member *store.Lease
 
 	stop := func(name string) {
@@ -276,6 +281,9 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case trig := <-reloads:
+			s.apply(ctx, trig, held, stop, lost)
+			names = s.taskNames()
 		case l := <-lost:
 			if r, ok := held[l.Name]; ok && r.lease.Token == l.Token {
 				stop(l.Name)

@@ -37,6 +37,13 @@ func chainProject(t *testing.T, projectYAML string, lookupEnv func(string) (stri
 // and the chain service claiming through it.
 func chainBundle(t *testing.T, projectYAML string) (*pgxpool.Pool, *jobs.Engine) {
 	t.Helper()
+	return chainBundleWith(t, projectYAML, nil)
+}
+
+// chainBundleWith is chainBundle with a hook that adjusts the chain
+// service's configuration.
+func chainBundleWith(t *testing.T, projectYAML string, adjust func(*chain.Config)) (*pgxpool.Pool, *jobs.Engine) {
+	t.Helper()
 	ctx := context.Background()
 	project := chainProject(t, projectYAML, nil)
 	url := storetest.URL(t)
@@ -46,8 +53,10 @@ func chainBundle(t *testing.T, projectYAML string) (*pgxpool.Pool, *jobs.Engine)
 	e := startEngine(t, pool, url, project)
 	_, err = e.SyncWorkflows(ctx)
 	require.NoError(t, err)
-	cfg, err := e.ChainConfig()
-	require.NoError(t, err)
+	cfg := e.ChainConfig()
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	svc, err := chain.NewService(ctx, pool, e, cfg, nil)
 	require.NoError(t, err)
 	sctx, cancel := context.WithCancel(ctx)

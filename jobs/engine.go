@@ -266,38 +266,6 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return err
 }
 
-// SyncWorkflows deploys every workflow of the project, bumping generations
-// whose spec changed. Runs keep the generation they were claimed under.
-func (e *Engine) SyncWorkflows(ctx context.Context) ([]store.Deployed, error) {
-	var out []store.Deployed
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		out = out[:0]
-		for _, wf := range e.project.Workflows {
-			d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// DeployTx validates one workflow definition (YAML or JSON) against the
-// project, with the same code as `rflow validate`, and stores it. Invalid
-// input returns a *workflow.Diagnostics.
-func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error) {
-	wf, err := workflow.ParseWorkflow(e.project, name+".yaml", src)
-	if err != nil {
-		return store.Deployed{}, err
-	}
-	if wf.Name != name {
-		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
-	}
-	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
-}
-
 // Workflow returns the current compiled definition of a deployed workflow.
 func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow, error) {
 	row, err := store.GetWorkflow(ctx, e.pool, name)

@@ -2,89 +2,138 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// ChainConfig maps the project's networks and its event, block and read
-// triggers onto the chain service, which claims through this engine. Each
-// trigger's where:/when: expression filters before claiming.
-func (e *Engine) ChainConfig() (chain.Config, error) {
+// ChainConfig maps the project's networks onto the chain service, which
+// claims through this engine. Its triggers are not the project file's: they
+// are built from the deployed workflows' current generations, and reloaded
+// while the service runs, so a definition deployed through the API or by
+// another process starts (or stops, or changes) ingesting within about a
+// second, without a restart.
+func (e *Engine) ChainConfig() chain.Config {
 	p := e.project
-	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg}
-	used := map[string]bool{}
-	for _, wf := range p.Workflows {
-		t := wf.Trigger
-		switch {
-		case t.Event != nil:
-			c := p.Contract(t.Event.Contract)
-			if c == nil {
-				return cfg, fmt.Errorf("workflow %s: unknown contract %s", wf.Name, t.Event.Contract)
-			}
-			ev, err := chain.NewEvent(*c.ABI, t.Event.Event)
-			if err != nil {
-				return cfg, fmt.Errorf("workflow %s: %w", wf.Name, err)
-			}
-			et := chain.EventTrigger{
-				Workflow: wf.Name, Network: c.Network, Addresses: nonZero(c), Event: ev,
-				StartBlock: c.StartBlock, Confirmations: t.Event.Confirmations, RunOn: chain.RunOn(t.Event.RunOn),
-			}
-			if where := t.Event.Where; where != nil {
-				et.Where = func(event map[string]any) (bool, error) {
-					// Normalised as a journaled payload reads back, so a
-					// condition sees the same values before and after a crash.
-					v, err := workflow.Normalize(event)
-					if err != nil {
-						return false, err
-					}
-					return where.Bool(workflow.Env{"event": v, "env": e.envVars})
-				}
-			}
-			cfg.Events = append(cfg.Events, et)
-			used[c.Network] = true
-		case t.Block != nil:
-			cfg.Blocks = append(cfg.Blocks, chain.BlockTrigger{Workflow: wf.Name, Network: t.Block.Network, Every: t.Block.Every})
-			used[t.Block.Network] = true
-		case t.Read != nil:
-			c := p.Contract(t.Read.Contract)
-			if c == nil || t.Read.ABIMethod == nil {
-				return cfg, fmt.Errorf("workflow %s: unknown contract function %s.%s", wf.Name, t.Read.Contract, t.Read.Function)
-			}
-			// Arguments see only env; they are encoded once, as the ABI wants them.
-			data, err := t.Read.Calldata(workflow.Env{"env": e.envVars})
-			if err != nil {
-				return cfg, fmt.Errorf("workflow %s: read arguments: %w", wf.Name, err)
-			}
-			rt := chain.ReadTrigger{Workflow: wf.Name, Network: c.Network, Address: c.Address, Method: *t.Read.ABIMethod,
-				Calldata: data, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every}
-			if when := t.Read.When; when != nil {
-				rt.When = func(result any) (bool, error) {
-					v, err := workflow.Normalize(result)
-					if err != nil {
-						return false, err
-					}
-					return when.Bool(workflow.Env{"result": v, "env": e.envVars})
-				}
-			}
-			cfg.Reads = append(cfg.Reads, rt)
-			used[c.Network] = true
-		}
-	}
+	src := &triggerSource{e: e}
+	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load}
 	for _, n := range p.Networks {
-		if !used[n.Name] {
-			continue
-		}
 		cfg.Networks = append(cfg.Networks, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
 			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange,
 		})
 	}
-	return cfg, nil
+	return cfg
+}
+
+// triggerSource builds the chain triggers of the deployed generations. It
+// rebuilds only when a generation changed; a generation this project cannot
+// compile or map (say, one naming a contract this process's file lacks) is
+// logged once and left out, for a process whose file has it.
+type triggerSource struct {
+	e    *Engine
+	mu   sync.Mutex
+	gens map[string]int64
+	trig chain.Triggers
+}
+
+func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
+	gens, err := store.WorkflowGenerations(ctx, s.e.pool)
+	if err != nil {
+		return chain.Triggers{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens != nil && maps.Equal(gens, s.gens) {
+		return s.trig, nil
+	}
+	var trig chain.Triggers
+	for _, name := range slices.Sorted(maps.Keys(gens)) {
+		p, err := s.e.plan(ctx, s.e.pool, name, gens[name])
+		var ds workflow.Diagnostics
+		if errors.As(err, &ds) {
+			s.e.logger.Warn("deployed workflow does not compile against this project file; its chain trigger does not run here",
+				"workflow", name, "generation", gens[name], "err", err)
+			continue
+		}
+		if err != nil {
+			return chain.Triggers{}, err
+		}
+		if err := s.e.addChainTrigger(&trig, p.wf, gens[name]); err != nil {
+			s.e.logger.Warn("cannot map a chain trigger; it does not run here", "workflow", name, "generation", gens[name], "err", err)
+		}
+	}
+	s.gens, s.trig = gens, trig
+	return trig, nil
+}
+
+// addChainTrigger appends wf's event, block or read trigger to trig. Each
+// trigger's where:/when: expression filters before claiming.
+func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, generation int64) error {
+	p := e.project
+	t := wf.Trigger
+	switch {
+	case t.Event != nil:
+		c := p.Contract(t.Event.Contract)
+		if c == nil {
+			return fmt.Errorf("workflow %s: unknown contract %s", wf.Name, t.Event.Contract)
+		}
+		ev, err := chain.NewEvent(*c.ABI, t.Event.Event)
+		if err != nil {
+			return fmt.Errorf("workflow %s: %w", wf.Name, err)
+		}
+		et := chain.EventTrigger{
+			Workflow: wf.Name, Network: c.Network, Addresses: nonZero(c), Event: ev, Generation: generation,
+			StartBlock: c.StartBlock, Confirmations: t.Event.Confirmations, RunOn: chain.RunOn(t.Event.RunOn),
+		}
+		if where := t.Event.Where; where != nil {
+			et.Where = func(event map[string]any) (bool, error) {
+				// Normalised as a journaled payload reads back, so a
+				// condition sees the same values before and after a crash.
+				v, err := workflow.Normalize(event)
+				if err != nil {
+					return false, err
+				}
+				return where.Bool(workflow.Env{"event": v, "env": e.envVars})
+			}
+		}
+		trig.Events = append(trig.Events, et)
+	case t.Block != nil:
+		trig.Blocks = append(trig.Blocks, chain.BlockTrigger{Workflow: wf.Name, Network: t.Block.Network, Every: t.Block.Every,
+			Generation: generation})
+	case t.Read != nil:
+		c := p.Contract(t.Read.Contract)
+		if c == nil || t.Read.ABIMethod == nil {
+			return fmt.Errorf("workflow %s: unknown contract function %s.%s", wf.Name, t.Read.Contract, t.Read.Function)
+		}
+		// Arguments see only env; they are encoded once, as the ABI wants them.
+		data, err := t.Read.Calldata(workflow.Env{"env": e.envVars})
+		if err != nil {
+			return fmt.Errorf("workflow %s: read arguments: %w", wf.Name, err)
+		}
+		rt := chain.ReadTrigger{Workflow: wf.Name, Network: c.Network, Address: c.Address, Method: *t.Read.ABIMethod,
+			Calldata: data, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every, Generation: generation}
+		if when := t.Read.When; when != nil {
+			rt.When = func(result any) (bool, error) {
+				v, err := workflow.Normalize(result)
+				if err != nil {
+					return false, err
+				}
+				return when.Bool(workflow.Env{"result": v, "env": e.envVars})
+			}
+		}
+		trig.Reads = append(trig.Reads, rt)
+	}
+	return nil
 }
 
 // onReorg records the orphaned runs; the chain service has already marked

@@ -545,7 +545,7 @@ func TestDeployBumpsGenerationAndKeepsRunsInFlight(t *testing.T) {
 
 	r = b.api(t, http.MethodPut, "/v1/workflows/manual", "deploy-2", def("2h"))
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	require.Equal(t, map[string]any{"name": "manual", "generation": float64(2), "changed": true}, r.json(t))
+	require.Equal(t, map[string]any{"name": "manual", "generation": float64(2), "changed": true, "previous_generation": float64(1)}, r.json(t))
 
 	r = b.api(t, http.MethodGet, "/v1/runs/"+runID, "", nil)
 	require.Equal(t, http.StatusOK, r.status)

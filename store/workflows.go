@@ -22,17 +22,28 @@ type WorkflowRow struct {
 	Spec       []byte    `json:"-"`
 }
 
-// Deployed is the outcome of a deploy.
+// Deployed is the outcome of a deploy or of a start-up sync.
 type Deployed struct {
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
 	Changed    bool   `json:"changed"`
+	// Previous is the generation this deploy replaced (0: the first).
+	Previous int64 `json:"previous_generation,omitempty"`
+	// SameAs is the older generation whose spec this new one repeats: a
+	// deliberate rollback (generations only grow).
+	SameAs int64 `json:"same_spec_as,omitempty"`
+	// Superseded, set by a start-up sync only, is the older generation the
+	// offered spec equals: a newer one (Generation) replaced it, so it was
+	// not deployed again.
+	Superseded int64 `json:"superseded_generation,omitempty"`
 }
 
-// DeployWorkflow stores spec as the current definition of name. The
-// generation increases only when the spec hash changes, and every generation
-// stays loadable so runs in flight keep executing the spec they were claimed
-// under. It reports the resulting generation and whether it changed.
+// DeployWorkflow stores spec as the current definition of name: the
+// explicit deploy (PUT /v1/workflows, `rflow workflows deploy`). The
+// generation increases whenever the spec hash differs from the current one,
+// even when it equals an older generation (a rollback is a new generation),
+// and every generation stays loadable so runs in flight keep executing the
+// spec they were claimed under.
 func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (Deployed, error) {
 	var gen int64
 	err := tx.QueryRow(ctx, `
@@ -53,13 +64,65 @@ func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []by
 	if err != nil {
 		return Deployed{}, fmt.Errorf("deploy %s: %w", name, err)
 	}
+	same, err := generationWithHash(ctx, tx, name, hash)
+	if err != nil {
+		return Deployed{}, err
+	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO rflow.workflow_generations (workflow_name, generation, spec_hash, spec)
 		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, name, gen, hash, spec)
 	if err != nil {
 		return Deployed{}, fmt.Errorf("deploy %s: record generation: %w", name, err)
 	}
-	return Deployed{Name: name, Generation: gen, Changed: true}, nil
+	return Deployed{Name: name, Generation: gen, Changed: true, Previous: gen - 1, SameAs: same}, nil
+}
+
+// SyncWorkflow is the start-up deploy of a process's own project file. It
+// deploys spec only when it is new (its hash was never deployed for name);
+// a spec equal to the current generation changes nothing, and a spec equal
+// to an older, superseded generation is not deployed again (Superseded
+// names that generation): a process restarting with an old file in a
+// rolling deploy, or after PUT /v1/workflows, must not roll the workflow
+// back. Rolling back on purpose is DeployWorkflow.
+func SyncWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (Deployed, error) {
+	var gen int64
+	var cur string
+	// Lock the row, so two processes starting at once with the same new
+	// file deploy it once, and one with an old file sees the new one.
+	err := tx.QueryRow(ctx, `SELECT generation, spec_hash FROM rflow.workflows WHERE name = $1 FOR UPDATE`,
+		name).Scan(&gen, &cur)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return DeployWorkflow(ctx, tx, name, hash, spec)
+	case err != nil:
+		return Deployed{}, fmt.Errorf("sync %s: %w", name, err)
+	case cur == hash:
+		return Deployed{Name: name, Generation: gen}, nil
+	}
+	old, err := generationWithHash(ctx, tx, name, hash)
+	if err != nil {
+		return Deployed{}, err
+	}
+	if old != 0 {
+		return Deployed{Name: name, Generation: gen, Superseded: old}, nil
+	}
+	return DeployWorkflow(ctx, tx, name, hash, spec)
+}
+
+// generationWithHash is the newest recorded generation of name whose spec
+// has hash, or 0.
+func generationWithHash(ctx context.Context, db DBTX, name, hash string) (int64, error) {
+	var gen *int64
+	err := db.QueryRow(ctx, `
+		SELECT max(generation) FROM rflow.workflow_generations WHERE workflow_name = $1 AND spec_hash = $2`,
+		name, hash).Scan(&gen)
+	if err != nil {
+		return 0, fmt.Errorf("generations of %s: %w", name, err)
+	}
+	if gen == nil {
+		return 0, nil
+	}
+	return *gen, nil
 }
 
 // WorkflowSpec loads the spec of one generation of a workflow.
@@ -111,4 +174,40 @@ func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) e
 		return fmt.Errorf("workflow %s: %w", name, ErrNotFound)
 	}
 	return nil
+}
+
+// WorkflowGenerations maps every deployed workflow to its current
+// generation: a cheap poll for "did any definition change".
+func WorkflowGenerations(ctx context.Context, db DBTX) (map[string]int64, error) {
+	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows`)
+	if err != nil {
+		return nil, fmt.Errorf("workflow generations: %w", err)
+	}
+	out := map[string]int64{}
+	var name string
+	var gen int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &gen}, func() error {
+		out[name] = gen
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workflow generations: %w", err)
+	}
+	return out, nil
+}
+
+// LockWorkflowGeneration returns name's current generation and holds a
+// share lock on it for the rest of tx: a deploy waits until tx ends, so
+// work committed in tx under that generation cannot interleave with a
+// newer one.
+func LockWorkflowGeneration(ctx context.Context, tx pgx.Tx, name string) (int64, error) {
+	var gen int64
+	err := tx.QueryRow(ctx, `SELECT generation FROM rflow.workflows WHERE name = $1 FOR SHARE`, name).Scan(&gen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("workflow %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lock workflow %s: %w", name, err)
+	}
+	return gen, nil
 }

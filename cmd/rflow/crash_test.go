@@ -96,7 +96,7 @@ workflows:
 type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *strings.Builder
+	out  *syncBuffer
 }
 
 // startRflow runs `rflow start` as a child process.
@@ -107,10 +107,17 @@ func startRflow(t *testing.T, dbURL, config, fault string) *proc {
 
 func startRflowWorkers(t *testing.T, dbURL, config, fault string, workers int) *proc {
 	t.Helper()
-	out := &strings.Builder{}
-	cmd := exec.Command(rflowBin, "--database-url", dbURL, "--log-level", "warn", "start", "-c", config,
+	return startRflowArgs(t, []string{"RFLOW_FAULT=" + fault}, "--database-url", dbURL, "--log-level", "warn", "start", "-c", config,
 		"--workers", fmt.Sprint(workers))
-	cmd.Env = append(os.Environ(), "RFLOW_FAULT="+fault)
+}
+
+// startRflowArgs runs rflow with args (and env added to the environment)
+// as a child process, killed at the end of the test.
+func startRflowArgs(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	out := &syncBuffer{}
+	cmd := exec.Command(rflowBin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -44,13 +43,9 @@ workflows:
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close()
-	out := &strings.Builder{}
-	cmd := exec.Command(rflowBin, "--database-url", storetest.URL(t), "--log-level", "warn", "start", "-c", config, "--http", addr)
-	cmd.Env = append(os.Environ(), "RFLOW_API_TOKEN=t0ken")
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := startRflowArgs(t, []string{"RFLOW_API_TOKEN=t0ken"}, "--database-url", storetest.URL(t), "--log-level", "warn",
+		"start", "-c", config, "--http", addr)
+	out := p.out
 	defer p.stop(t)
 	base := "http://" + addr
 	require.Eventually(t, func() bool {
@@ -148,14 +143,9 @@ workflows:
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close()
-	out := &strings.Builder{}
-	cmd := exec.Command(rflowBin, "--database-url", db, "--log-level", "warn", "start", "-c", config, "--http", addr,
+	p := startRflowArgs(t, []string{"RFLOW_API_TOKEN=t0ken"}, "--database-url", db, "--log-level", "warn", "start", "-c", config, "--http", addr,
 		"--deterministic-retention", "9d")
-	cmd.Env = append(os.Environ(), "RFLOW_API_TOKEN=t0ken")
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	out := p.out
 	defer p.stop(t)
 	base := "http://" + addr
 	require.Eventually(t, func() bool {

@@ -56,7 +56,7 @@ func startCommand() *cli.Command {
 			err = runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
-				idempotency: idem, stdout: c.App.Writer,
+				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"),
 			})
 			if err != nil && c.Context.Err() != nil {
 				// SIGTERM/SIGINT during start-up: nothing was left half
@@ -83,6 +83,8 @@ type engineOptions struct {
 	// idempotency is the command ledger's retention (zero: the project's).
 	idempotency workflow.Idempotency
 	stdout      interface{ Write([]byte) (int, error) }
+	// configPath is the project file, for messages.
+	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
 }
@@ -106,15 +108,11 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	if err != nil {
 		return err
 	}
-	deployed, err := engine.SyncWorkflows(ctx)
+	synced, err := engine.SyncWorkflows(ctx)
 	if err != nil {
 		return err
 	}
-	for _, d := range deployed {
-		if d.Changed {
-			o.logger.Info("deployed workflow", "workflow", d.Name, "generation", d.Generation)
-		}
-	}
+	logSync(o.logger, synced, o.configPath)
 	// Work stops when ctx ends; triggers get their own context so they stop
 	// claiming first.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -190,15 +188,37 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	return nil
 }
 
-// chainService builds the event/block/read trigger service, or nil when the
-// project has no chain triggers.
-func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger *slog.Logger) (*chain.Service, error) {
-	cfg, err := engine.ChainConfig()
-	if err != nil {
-		return nil, err
+// logSync says what the start-up sync did. A superseded spec is a WARN:
+// this process's file is older than what is deployed, and the process runs
+// the deployed generation.
+func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
+	if configPath == "" {
+		configPath = "rflow.yaml"
 	}
-	if len(cfg.Events)+len(cfg.Blocks)+len(cfg.Reads) == 0 {
-		return nil, nil
+	for _, d := range s.Deployed {
+		switch {
+		case d.Changed:
+			logger.Info("deployed workflow", "workflow", d.Name, "generation", d.Generation)
+		case d.Superseded != 0:
+			logger.Warn(fmt.Sprintf("workflow %s: %s holds generation %d, superseded by generation %d; not redeployed, running generation %d "+
+				"(to roll back on purpose: rflow workflows deploy -c %s --workflow %s)",
+				d.Name, configPath, d.Superseded, d.Generation, d.Generation, configPath, d.Name),
+				"workflow", d.Name, "file_generation", d.Superseded, "current_generation", d.Generation)
+		}
+	}
+	for _, d := range s.Others {
+		logger.Info("workflow deployed but not in the project file; it stays deployed", "workflow", d.Name,
+			"generation", d.Generation, "config", configPath)
+	}
+}
+
+// chainService builds the event/block/read trigger service, or nil when the
+// project declares no network. It runs the deployed workflows' chain
+// triggers, including those deployed later through the API.
+func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger *slog.Logger) (*chain.Service, error) {
+	cfg := engine.ChainConfig()
+	if len(cfg.Networks) == 0 {
+		return nil, nil // no chain: no chain trigger can be deployed either
 	}
 	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
 }

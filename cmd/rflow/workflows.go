@@ -14,8 +14,9 @@ import (
 func workflowsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "workflows",
-		Usage: "list, pause and resume deployed workflows",
+		Usage: "list, deploy, pause and resume workflows",
 		Subcommands: []*cli.Command{
+			deployCommand(),
 			{
 				Name: "ls", Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
 				Action: func(c *cli.Context) error {
@@ -86,5 +87,61 @@ func workflowsCommand() *cli.Command {
 				},
 			},
 		},
+	}
+}
+
+// deployCommand deploys the project file's workflows on purpose. Unlike the
+// start-up sync it also deploys a spec equal to an older generation, as a
+// new generation: that is how a rollback is done.
+func deployCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "deploy",
+		Usage: "deploy the project file's workflows now, even an older definition (a rollback)",
+		Description: "rflow start deploys only new definitions and skips one equal to a superseded generation,\n" +
+			"so an old process cannot roll a workflow back; this command is the deliberate way to do it.\n" +
+			"Running processes pick the new generation up within seconds.",
+		Flags: []cli.Flag{configFlag(), outputFlag(),
+			&cli.StringSliceFlag{Name: "workflow", Aliases: []string{"w"}, Usage: "deploy only this workflow (repeatable)"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usagef("deploy takes no arguments; name workflows with --workflow")
+			}
+			e, db, err := openEngine(c)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var out []store.Deployed
+			err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
+				out, err = e.DeployWorkflows(c.Context, tx, c.StringSlice("workflow"))
+				return err
+			})
+			if err != nil {
+				return notFound(err)
+			}
+			if done, err := printJSON(c, out); done || err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tGENERATION\tCHANGE")
+			for _, d := range out {
+				fmt.Fprintf(w, "%s\t%d\t%s\n", d.Name, d.Generation, describeDeploy(d))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+// describeDeploy says in words what a deploy did to one workflow.
+func describeDeploy(d store.Deployed) string {
+	switch {
+	case !d.Changed:
+		return "unchanged"
+	case d.Previous == 0:
+		return "new workflow"
+	case d.SameAs != 0:
+		return fmt.Sprintf("replaces generation %d; same definition as generation %d (rollback)", d.Previous, d.SameAs)
+	default:
+		return fmt.Sprintf("replaces generation %d", d.Previous)
 	}
 }

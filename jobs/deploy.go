@@ -1,0 +1,103 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// Sync is what a start-up sync did.
+type Sync struct {
+	// Deployed has one entry per workflow of the project file: deployed
+	// (Changed), already current, or skipped as superseded (Superseded).
+	Deployed []store.Deployed
+	// Others are deployed workflows the project file does not declare
+	// (deployed through the API or by another project file); they stay
+	// deployed and keep running.
+	Others []store.Deployed
+}
+
+// SyncWorkflows is the start-up deploy of the project file: each workflow
+// whose spec is new gets a new generation, and a spec equal to a superseded
+// generation is left alone (see store.SyncWorkflow), so a process restarting
+// with an old file never rolls a newer definition back.
+func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
+	var out Sync
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		out = Sync{}
+		declared := map[string]bool{}
+		for _, wf := range byName(e.project.Workflows) {
+			d, err := store.SyncWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+			if err != nil {
+				return err
+			}
+			out.Deployed = append(out.Deployed, d)
+			declared[wf.Name] = true
+		}
+		gens, err := store.WorkflowGenerations(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for name, gen := range gens {
+			if !declared[name] {
+				out.Others = append(out.Others, store.Deployed{Name: name, Generation: gen})
+			}
+		}
+		slices.SortFunc(out.Others, func(a, b store.Deployed) int { return strings.Compare(a.Name, b.Name) })
+		return nil
+	})
+	return out, err
+}
+
+// DeployWorkflows deploys the project file's workflows on purpose (all of
+// them, or those named): each spec that differs from the current generation
+// becomes a new generation, even one equal to an older generation, which is
+// how a rollback is done. An unknown name is an error and deploys nothing.
+func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string) ([]store.Deployed, error) {
+	wfs := e.project.Workflows
+	if len(names) > 0 {
+		wfs = make([]*workflow.Workflow, 0, len(names))
+		for _, name := range names {
+			wf := e.project.Workflow(name)
+			if wf == nil {
+				return nil, fmt.Errorf("workflow %s is not in %s: %w", name, e.project.Name, store.ErrNotFound)
+			}
+			wfs = append(wfs, wf)
+		}
+	}
+	out := make([]store.Deployed, 0, len(wfs))
+	for _, wf := range byName(wfs) {
+		d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// DeployTx validates one workflow definition (YAML or JSON) against the
+// project, with the same code as `rflow validate`, and stores it. Invalid
+// input returns a *workflow.Diagnostics.
+func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error) {
+	wf, err := workflow.ParseWorkflow(e.project, name+".yaml", src)
+	if err != nil {
+		return store.Deployed{}, err
+	}
+	if wf.Name != name {
+		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
+	}
+	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+}
+
+// byName orders workflows by name: processes deploying different files at
+// once lock the workflow rows in one order, so they cannot deadlock.
+func byName(wfs []*workflow.Workflow) []*workflow.Workflow {
+	return slices.SortedFunc(slices.Values(wfs), func(a, b *workflow.Workflow) int { return strings.Compare(a.Name, b.Name) })
+}
