@@ -107,7 +107,7 @@ func TestDeployReplayAfterLedgerExpiry(t *testing.T) {
 	}
 	first := b.api(t, http.MethodPut, "/v1/workflows/manual", "deploy-2h", def("2h"))
 	require.Equal(t, http.StatusOK, first.status, "%s", first.body)
-	require.Equal(t, map[string]any{"name": "manual", "generation": float64(2), "changed": true}, first.json(t))
+	require.Equal(t, map[string]any{"name": "manual", "generation": float64(2), "changed": true, "previous_generation": float64(1)}, first.json(t))
 	noop := b.api(t, http.MethodPut, "/v1/workflows/manual", "deploy-2h-again", def("2h"))
 	require.Equal(t, http.StatusOK, noop.status, "%s", noop.body)
 	require.Equal(t, false, noop.json(t)["changed"])
