@@ -14,6 +14,8 @@ CREATE TABLE rflow.workflow_deploys (
     request_hash  text        NOT NULL,
     generation    bigint      NOT NULL,
     changed       boolean     NOT NULL,
+    previous_generation bigint NOT NULL DEFAULT 0,
+    same_spec_as  bigint      NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (workflow_name, command_key)
 );

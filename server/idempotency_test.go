@@ -136,7 +136,8 @@ func TestDeployReplayAfterLedgerExpiry(t *testing.T) {
 
 	// A new key deploys (an explicit rollback is a new command).
 	r = b.api(t, http.MethodPut, "/v1/workflows/manual", "rollback", def("2h"))
-	require.Equal(t, map[string]any{"name": "manual", "generation": float64(4), "changed": true}, r.json(t))
+	require.Equal(t, map[string]any{"name": "manual", "generation": float64(4), "changed": true,
+		"previous_generation": float64(3), "same_spec_as": float64(2)}, r.json(t))
 }
 
 func TestRepeatedCancelReturnsTheCancelledRun(t *testing.T) {

@@ -29,9 +29,9 @@ type DeployCommand struct {
 func DeployByCommand(ctx context.Context, db DBTX, workflow, key string) (*DeployCommand, error) {
 	d := DeployCommand{Workflow: workflow, Key: key, Deployed: Deployed{Name: workflow}}
 	err := db.QueryRow(ctx, `
-		SELECT request_hash, generation, changed FROM rflow.workflow_deploys
+		SELECT request_hash, generation, changed, previous_generation, same_spec_as FROM rflow.workflow_deploys
 		WHERE workflow_name = $1 AND command_key = $2`, workflow, key).
-		Scan(&d.RequestHash, &d.Deployed.Generation, &d.Deployed.Changed)
+		Scan(&d.RequestHash, &d.Deployed.Generation, &d.Deployed.Changed, &d.Deployed.Previous, &d.Deployed.SameAs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("deploy of %s with key %s: %w", workflow, key, ErrNotFound)
 	}
@@ -44,8 +44,10 @@ func DeployByCommand(ctx context.Context, db DBTX, workflow, key string) (*Deplo
 // RecordDeployCommand stores d in tx, the transaction of the deploy itself.
 func RecordDeployCommand(ctx context.Context, tx pgx.Tx, d DeployCommand) error {
 	_, err := tx.Exec(ctx, `
-		INSERT INTO rflow.workflow_deploys (workflow_name, command_key, request_hash, generation, changed)
-		VALUES ($1, $2, $3, $4, $5)`, d.Workflow, d.Key, d.RequestHash, d.Deployed.Generation, d.Deployed.Changed)
+		INSERT INTO rflow.workflow_deploys (workflow_name, command_key, request_hash, generation, changed,
+			previous_generation, same_spec_as)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, d.Workflow, d.Key, d.RequestHash, d.Deployed.Generation, d.Deployed.Changed,
+		d.Deployed.Previous, d.Deployed.SameAs)
 	if err != nil {
 		return fmt.Errorf("record deploy of %s with key %s: %w", d.Workflow, d.Key, err)
 	}
