@@ -264,7 +264,9 @@ func (e *Engine) watchNodes(ctx context.Context) {
 		case <-t.C:
 		}
 		if e.node != nil {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			// Long enough for a loaded server; a ping that overruns it
+			// leaves the session (and its lock) alone.
+			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			re, err := e.node.Ping(pctx)
 			cancel()
 			if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -116,11 +117,17 @@ func (n *Node) Ping(ctx context.Context) (*Reregistered, error) {
 		if err == nil {
 			return nil, nil
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && !n.conn.IsClosed() {
+			// The server answered: the session, and its lock, live on.
+			// Reconnecting would free the lock for a moment.
+			return nil, fmt.Errorf("ping node %d: %w", n.ID, err)
 		}
-		// Whatever went wrong, a fresh session is the only way to be
-		// sure the lock is held: drop this one.
+		if ctx.Err() != nil && !n.conn.IsClosed() {
+			return nil, fmt.Errorf("ping node %d: %w", n.ID, err)
+		}
+		// The connection is gone, and the lock with it: a fresh
+		// session is the only way to hold it again.
 		n.conn.Close(context.Background())
 		n.conn = nil
 	}

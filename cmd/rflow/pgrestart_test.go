@@ -205,10 +205,16 @@ func TestPostgresOutageUnderLiveStart(t *testing.T) {
 
 	const runs = 10
 	enqueueManual(t, pool, config, runs)
-	p := startRflowWorkers(t, c.URL(), config, "", runs)
-	// Half the runs are in their slow call, the others already at their send.
+	// Spare workers: a job wrongly rescued would be fetched again at once.
+	p := startRflowWorkers(t, c.URL(), config, "", 4*runs)
+	s.waitActive(t, runs)
+	// A second batch starts its slow call while the first is at its send.
 	enqueueManualKeys(t, pool, config, "late", runs)
 	s.waitActive(t, runs)
+	require.Eventually(t, func() bool {
+		var n int
+		return pool.QueryRow(ctx, `SELECT count(*) FROM relayer.transactions`).Scan(&n) == nil && n > 0
+	}, 60*time.Second, 10*time.Millisecond, "no send in flight")
 	c.Restart(t, store.ShutdownFast, outage(30*time.Second))
 	p.requireAlive(t)
 	done := waitAllDone(t, pool, 2*runs, 3*time.Minute)
