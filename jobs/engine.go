@@ -51,9 +51,10 @@ type Config struct {
 	// Jobs of a crashed process are rescued much sooner, by the node
 	// liveness check.
 	RescueAfter time.Duration
-	// NodeGrace is how long after Postgres (re)starts no process is judged
-	// dead (default 10s): a restart frees every liveness lock at once, and
-	// live processes need a moment to take theirs again.
+	// NodeGrace is how long after Postgres (re)starts a process that has
+	// not re-registered since is not judged dead (default 10s): a restart
+	// frees every liveness lock at once, and live processes need a moment
+	// to take theirs again.
 	NodeGrace time.Duration
 	// HTTPClient makes http_call and notify requests (default: a client
 	// with no overall timeout; each step sets its own).

@@ -157,13 +157,17 @@ func (n *Node) Ping(ctx context.Context) (*Reregistered, error) {
 // RescueStuckJobsAfter.
 //
 // self is the caller's client id: its own jobs are never rescued, since it
-// is still running them. Nothing is rescued until the server has been up
-// for grace: a restart frees every node's lock at once, and each live node
-// needs a moment to reconnect and take its lock again.
+// is still running them. A restart frees every node's lock at once, and
+// each live node needs a moment to reconnect and take its lock again: a
+// node not seen since the server started is judged only once the server
+// has been up for grace. A node that registered (or re-registered) since
+// then and whose lock is free again really died, and is rescued at once.
 func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace time.Duration) (int, error) {
 	rows, err := pool.Query(ctx, `
 		SELECT id, client_id FROM rflow.nodes
-		WHERE client_id <> $1 AND pg_postmaster_start_time() < now() - make_interval(secs => $2)`, self, grace.Seconds())
+		WHERE client_id <> $1
+		  AND (seen_at > pg_postmaster_start_time() OR pg_postmaster_start_time() < now() - make_interval(secs => $2))`,
+		self, grace.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
