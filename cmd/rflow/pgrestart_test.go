@@ -72,6 +72,16 @@ func (s *overlapSink) active() int {
 	return n
 }
 
+func (s *overlapSink) deliveries() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.seen))
+	for k, v := range s.seen {
+		out[k] = v
+	}
+	return out
+}
+
 func (s *overlapSink) concurrentDuplicates() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,9 +178,18 @@ func TestPostgresRestartUnderLiveStart(t *testing.T) {
 			s.waitActive(t, 10)
 			p.kill()
 			killed := time.Now()
+			before := s.deliveries()
 			next := startRflowWorkers(t, c.URL(), config, "", 2*runs)
+			require.Eventually(t, func() bool {
+				for k, n := range s.deliveries() {
+					if before[k] > 0 && n > before[k] {
+						return true
+					}
+				}
+				return false
+			}, 5*time.Second, 20*time.Millisecond, "no step of the killed process resumed within 5 s")
+			t.Logf("%s: first step of the killed process resumed %s after the kill", mode, time.Since(killed).Round(10*time.Millisecond))
 			waitAllDone(t, pool, runs+10, 30*time.Second)
-			t.Logf("%s: runs in flight at the kill completed %s after it", mode, time.Since(killed).Round(100*time.Millisecond))
 			next.stop(t)
 			require.Empty(t, s.concurrentDuplicates(), "steps delivered twice at the same time")
 		})
