@@ -51,7 +51,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	}
 	resp, err := e.http.Do(hreq)
 	if err != nil && ctx.Err() != nil && parent.Err() == nil {
-		return outcome{err: fmt.Errorf("%s %s: no response within the step's timeout of %s", req.method, redactURL(req.url), timeout),
+		return outcome{err: fmt.Errorf("%s %s: no response within the step's timeout of %s", req.method, redact.URL(req.url), timeout),
 			retryable: retryTransport(s)}
 	}
 	if err != nil {
