@@ -43,7 +43,7 @@ type Config struct {
 	// It bounds throughput at about Workers/FetchCooldown.
 	FetchCooldown time.Duration
 	// JobTimeout is River's timeout for a job's own database work (default
-	// 1m). A step job gets its step's own timeout (an http_call's timeout)
+	// 2m). A step job gets its step's own timeout (an http_call's timeout)
 	// on top, so River never cancels a step its timeout still allows.
 	JobTimeout time.Duration
 	// RescueAfter is when River's own rescuer retries a job stuck running

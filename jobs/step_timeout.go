@@ -17,7 +17,7 @@ const notifyTimeout = 10 * time.Second
 
 // Defaults of the River timeouts the engine sets (see Config).
 const (
-	defaultJobTimeout  = time.Minute
+	defaultJobTimeout  = 2 * time.Minute
 	defaultRescueAfter = 5 * time.Minute
 	defaultNodeGrace   = 10 * time.Second
 )
