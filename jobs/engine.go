@@ -5,6 +5,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,10 +42,20 @@ type Config struct {
 	// FetchCooldown is River's minimum gap between fetches (default 5ms).
 	// It bounds throughput at about Workers/FetchCooldown.
 	FetchCooldown time.Duration
+	// JobTimeout is River's timeout for a job's own database work (default
+	// 2m). A step job gets its step's own timeout (an http_call's timeout)
+	// on top, so River never cancels a step its timeout still allows.
+	JobTimeout time.Duration
 	// RescueAfter is when River's own rescuer retries a job stuck running
-	// (default 5m). Jobs of a crashed process are rescued much sooner, by
-	// the node liveness check.
+	// (default 5m, raised to the longest step job timeout of the project).
+	// Jobs of a crashed process are rescued much sooner, by the node
+	// liveness check.
 	RescueAfter time.Duration
+	// NodeGrace is how long after Postgres (re)starts a process that has
+	// not re-registered since is not judged dead (default 10s): a restart
+	// frees every liveness lock at once, and live processes need a moment
+	// to take theirs again.
+	NodeGrace time.Duration
 	// HTTPClient makes http_call and notify requests (default: a client
 	// with no overall timeout; each step sets its own).
 	HTTPClient *http.Client
@@ -85,6 +96,11 @@ type Engine struct {
 	relayer  *relayer.Relayer
 	dryRun   bool
 
+	// River timeouts and the liveness grace (see Config).
+	jobTimeout  time.Duration
+	rescueAfter time.Duration
+	nodeGrace   time.Duration
+
 	plansMu sync.Mutex
 	plans   map[string]*plan
 
@@ -109,7 +125,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 		plans:    map[string]*plan{},
 		envVars:  environ(cfg.Project),
 		dryRun:   cfg.DryRun,
+
+		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
+		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
 	}
+	e.rescueAfter = max(cmp.Or(cfg.RescueAfter, defaultRescueAfter), e.longestStepJob(cfg.Project)+e.jobTimeout)
 	if e.logger == nil {
 		e.logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,10 +174,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cooldown <= 0 {
 		cooldown = 5 * time.Millisecond
 	}
-	rescue := cfg.RescueAfter
-	if rescue <= 0 {
-		rescue = 5 * time.Minute
-	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   clientID(),
 		Schema:               store.RiverSchema,
@@ -165,8 +181,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 		Workers:              workers,
 		FetchCooldown:        cooldown,
 		FetchPollInterval:    100 * time.Millisecond,
-		JobTimeout:           2 * time.Minute,
-		RescueStuckJobsAfter: rescue,
+		JobTimeout:           e.jobTimeout, // step jobs: see stepWorker.Timeout
+		RescueStuckJobsAfter: e.rescueAfter,
 		MaxAttempts:          1000, // the step journal, not River, decides retries
 		Logger:               e.logger.With("component", "river"),
 		PeriodicJobs:         periodic,
@@ -211,12 +227,8 @@ func (e *Engine) Start(ctx context.Context) error {
 // journal, because every parked run has a River job (delays are scheduled
 // jobs; in-flight steps are running or available jobs).
 func (e *Engine) Recover(ctx context.Context) error {
-	n, err := store.RescueDeadNodes(ctx, e.pool)
-	if err != nil {
+	if err := e.rescueDeadNodes(ctx); err != nil {
 		return err
-	}
-	if n > 0 {
-		e.logger.Info("rescued jobs of a dead process", "jobs", n)
 	}
 	if e.relayer != nil {
 		// Sends in flight get a driving job again if theirs was lost.
@@ -227,9 +239,25 @@ func (e *Engine) Recover(ctx context.Context) error {
 	return nil
 }
 
+// rescueDeadNodes makes the jobs of dead processes available. This
+// process's own jobs are never among them: it is still running them.
+func (e *Engine) rescueDeadNodes(ctx context.Context) error {
+	n, err := store.RescueDeadNodes(ctx, e.pool, e.client.ID(), e.nodeGrace)
+	if n > 0 {
+		e.logger.Info("rescued jobs of a dead process", "jobs", n)
+	}
+	return err
+}
+
+// watchNodes keeps this process's liveness lock and rescues the jobs of
+// dead processes, every second. When the database connection is lost (a
+// Postgres restart or outage), it reconnects and takes the lock again
+// before it judges anyone: until then this process is not registered, and
+// its view of the others is no better than theirs of it.
 func (e *Engine) watchNodes(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	down := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -237,14 +265,32 @@ func (e *Engine) watchNodes(ctx context.Context) {
 		case <-t.C:
 		}
 		if e.node != nil {
-			if err := e.node.Ping(ctx); err != nil && ctx.Err() == nil {
-				e.logger.Warn("node liveness ping failed", "err", err)
+			// Long enough for a loaded server; a ping that overruns it
+			// leaves the session (and its lock) alone.
+			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			re, err := e.node.Ping(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if !down {
+					e.logger.Warn("database unreachable; steps wait until it is back", "err", err)
+					down = true
+				}
+				continue
+			}
+			down = false
+			switch {
+			case re != nil && re.TakenForDead:
+				e.logger.Warn("database connection was lost long enough for another process to take this one for dead; " +
+					"steps it was running may have run again elsewhere (their outcomes are fenced)")
+			case re != nil:
+				e.logger.Info("database connection restored; liveness lock taken again")
 			}
 		}
-		if n, err := store.RescueDeadNodes(ctx, e.pool); err != nil && ctx.Err() == nil {
+		if err := e.rescueDeadNodes(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("rescue dead nodes", "err", err)
-		} else if n > 0 {
-			e.logger.Info("rescued jobs of a dead process", "jobs", n)
 		}
 	}
 }

@@ -28,6 +28,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	if err != nil {
 		return outcome{err: err}
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body := req.body
@@ -49,6 +50,10 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 		signature.SetHeaders(hreq.Header, secret, body, time.Now())
 	}
 	resp, err := e.http.Do(hreq)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		return outcome{err: fmt.Errorf("%s %s: no response within the step's timeout of %s", req.method, redact.URL(req.url), timeout),
+			retryable: retryTransport(s)}
+	}
 	if err != nil {
 		return outcome{err: fmt.Errorf("%s %s: %w", req.method, redact.URL(req.url), redact.Error(err)), retryable: retryTransport(s)}
 	}
@@ -150,7 +155,7 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 		if r.body, err = workflow.MarshalJSON(payload); err != nil {
 			return r, 0, "", nil, fmt.Errorf("body: %w", err)
 		}
-		return r, 10 * time.Second, "", okStatus, nil
+		return r, notifyTimeout, "", okStatus, nil
 	}
 	return r, 0, "", nil, fmt.Errorf("step %s has no request", s.ID)
 }

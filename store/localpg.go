@@ -52,6 +52,9 @@ type LocalPostgres struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	logf   *os.File
+	// runAs and ephemeral are kept so Restart starts the server as before.
+	runAs     *user.User
+	ephemeral bool
 }
 
 // FindPostgresBinDir locates the directory holding initdb and postgres: PATH
@@ -108,11 +111,11 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 	if err != nil {
 		return nil, err
 	}
-	lp := &LocalPostgres{dir: dir, port: opts.Port, binDir: binDir, logger: logger}
 	runAs, err := serverUser()
 	if err != nil {
 		return nil, err
 	}
+	lp := &LocalPostgres{dir: dir, port: opts.Port, binDir: binDir, logger: logger, runAs: runAs, ephemeral: opts.Ephemeral}
 	if err := lp.prepareDir(runAs); err != nil {
 		return nil, err
 	}
@@ -124,7 +127,7 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 			return nil, err
 		}
 	}
-	if err := lp.start(runAs, opts.Ephemeral); err != nil {
+	if err := lp.start(runAs, lp.ephemeral); err != nil {
 		return nil, err
 	}
 	if err := lp.waitReady(ctx, 60*time.Second); err != nil {
@@ -177,6 +180,45 @@ func (lp *LocalPostgres) Stop(ctx context.Context) error {
 	}
 	lp.logger.Debug("embedded postgres stopped", "dir", lp.DataDir())
 	return nil
+}
+
+// ShutdownMode is how Restart stops the server, as in `pg_ctl -m`.
+type ShutdownMode string
+
+const (
+	// ShutdownFast closes every session and checkpoints (SIGINT).
+	ShutdownFast ShutdownMode = "fast"
+	// ShutdownImmediate aborts every process without a checkpoint, as a
+	// crash would; the server replays its WAL when it starts (SIGQUIT).
+	ShutdownImmediate ShutdownMode = "immediate"
+)
+
+// Restart stops the server in mode, keeps it down for down, and starts it
+// again on the same port: what an operator's `pg_ctl restart` (or an
+// outage) does to the processes connected to it.
+func (lp *LocalPostgres) Restart(ctx context.Context, mode ShutdownMode, down time.Duration) error {
+	sig := syscall.SIGINT
+	if mode == ShutdownImmediate {
+		sig = syscall.SIGQUIT
+	}
+	if err := lp.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("stop postgres: %w", err)
+	}
+	select {
+	case <-lp.exited:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	lp.logf.Close()
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := lp.start(lp.runAs, lp.ephemeral); err != nil {
+		return err
+	}
+	return lp.waitReady(ctx, 60*time.Second)
 }
 
 // serverUser is the unprivileged account the server runs as when this

@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -17,21 +21,31 @@ const nodeLockClass = 0x52464c4e
 // over a dedicated connection for as long as it lives; when the process
 // dies, Postgres drops the connection and the lock with it, which is how
 // other processes learn, within moments, that its jobs need rescuing.
+//
+// A Postgres restart (or a dropped connection) frees the lock of a process
+// that is still alive. Ping notices, reconnects and takes the same lock
+// again; RescueDeadNodes gives every node a grace period after the server
+// starts to do so before it judges any of them dead.
 type Node struct {
 	ID       int64
 	ClientID string
-	conn     *pgx.Conn
+	url      string
+	host     string
+
+	mu     sync.Mutex
+	conn   *pgx.Conn // nil while disconnected
+	closed bool
 }
 
 // RegisterNode records this process under clientID (its River client id)
 // and takes its liveness lock on a dedicated connection to url.
 func RegisterNode(ctx context.Context, url, clientID string) (*Node, error) {
+	host, _ := os.Hostname()
+	n := &Node{ClientID: clientID, url: url, host: host}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
 	}
-	host, _ := os.Hostname()
-	n := &Node{ClientID: clientID, conn: conn}
 	// The lock is taken before the row commits: another process must never
 	// see the row without its lock held, or it would take this live node
 	// for a dead one. (A session lock outlives the transaction.)
@@ -39,40 +53,121 @@ func RegisterNode(ctx context.Context, url, clientID string) (*Node, error) {
 		if err := tx.QueryRow(ctx, `SELECT nextval('rflow.nodes_id_seq')`).Scan(&n.ID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_lock($1, $2::int)`, nodeLockClass, n.ID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO rflow.nodes (id, client_id, hostname, pid) VALUES ($1, $2, $3, $4)`,
-			n.ID, clientID, host, os.Getpid())
+		_, err := n.lockAndUpsert(ctx, tx)
 		return err
 	})
 	if err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("register node: %w", err)
 	}
+	n.conn = conn
 	return n, nil
+}
+
+// lockAndUpsert takes the node's liveness lock in tx's session and writes
+// its row. It reports whether the row was missing, i.e. whether another
+// process judged this one dead while it could not hold its lock.
+func (n *Node) lockAndUpsert(ctx context.Context, tx pgx.Tx) (bool, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_lock($1, $2::int)`, nodeLockClass, n.ID); err != nil {
+		return false, err
+	}
+	var inserted bool
+	err := tx.QueryRow(ctx, `
+		INSERT INTO rflow.nodes (id, client_id, hostname, pid) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET seen_at = now()
+		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid()).Scan(&inserted)
+	return inserted, err
 }
 
 // Close releases the liveness lock and forgets the node: a clean shutdown.
 func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.conn == nil {
+		return nil
+	}
 	_, err := n.conn.Exec(ctx, `DELETE FROM rflow.nodes WHERE id = $1`, n.ID)
 	n.conn.Close(ctx)
+	n.conn = nil
 	return err
 }
 
-// Ping checks the liveness connection (and refreshes seen_at for operators).
-func (n *Node) Ping(ctx context.Context) error {
-	_, err := n.conn.Exec(ctx, `UPDATE rflow.nodes SET seen_at = now() WHERE id = $1`, n.ID)
-	return err
+// Reregistered is what Ping reports after it had to reconnect.
+type Reregistered struct {
+	// TakenForDead is true when the node's row was gone: another process
+	// found its lock free past the grace period and rescued its jobs.
+	TakenForDead bool
+}
+
+// Ping checks the liveness connection and refreshes seen_at (for
+// operators). When the connection is gone — after a Postgres restart every
+// session and its locks are — it reconnects, takes the same lock again and
+// restores the row, and returns a non-nil *Reregistered. An error means the
+// node is not registered right now; the caller must not judge other nodes
+// until a Ping succeeds.
+func (n *Node) Ping(ctx context.Context) (*Reregistered, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, ErrNodeClosed
+	}
+	if n.conn != nil {
+		_, err := n.conn.Exec(ctx, `UPDATE rflow.nodes SET seen_at = now() WHERE id = $1`, n.ID)
+		if err == nil {
+			return nil, nil
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && !n.conn.IsClosed() {
+			// The server answered: the session, and its lock, live on.
+			// Reconnecting would free the lock for a moment.
+			return nil, fmt.Errorf("ping node %d: %w", n.ID, err)
+		}
+		if ctx.Err() != nil && !n.conn.IsClosed() {
+			return nil, fmt.Errorf("ping node %d: %w", n.ID, err)
+		}
+		// The connection is gone, and the lock with it: a fresh
+		// session is the only way to hold it again.
+		n.conn.Close(context.Background())
+		n.conn = nil
+	}
+	conn, err := pgx.Connect(ctx, n.url)
+	if err != nil {
+		return nil, fmt.Errorf("reconnect node %d: %w", n.ID, err)
+	}
+	var lost bool
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		var err error
+		lost, err = n.lockAndUpsert(ctx, tx)
+		return err
+	})
+	if err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("re-register node %d: %w", n.ID, err)
+	}
+	n.conn = conn
+	return &Reregistered{TakenForDead: lost}, nil
 }
 
 // RescueDeadNodes finds nodes whose liveness lock is free (their process
 // died), makes the River jobs they were running available again at once —
 // keeping their place in the queue (scheduled_at is untouched), so they run
-// before work queued after them — and forgets them. It returns how many jobs it rescued. River's own
-// rescuer would do the same only after RescueStuckJobsAfter.
-func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	rows, err := pool.Query(ctx, `SELECT id, client_id FROM rflow.nodes`)
+// before work queued after them — and forgets them. It returns how many
+// jobs it rescued. River's own rescuer would do the same only after
+// RescueStuckJobsAfter.
+//
+// self is the caller's client id: its own jobs are never rescued, since it
+// is still running them. A restart frees every node's lock at once, and
+// each live node needs a moment to reconnect and take its lock again: a
+// node not seen since the server started is judged only once the server
+// has been up for grace. A node that registered (or re-registered) since
+// then and whose lock is free again really died, and is rescued at once.
+func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace time.Duration) (int, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT id, client_id FROM rflow.nodes
+		WHERE client_id <> $1
+		  AND (seen_at > pg_postmaster_start_time() OR pg_postmaster_start_time() < now() - make_interval(secs => $2))`,
+		self, grace.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
@@ -113,3 +208,6 @@ func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	}
 	return rescued, nil
 }
+
+// ErrNodeClosed is returned by Ping after Close.
+var ErrNodeClosed = errors.New("node closed")

@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -34,13 +36,13 @@ func TestNodeLiveness(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	n, err := store.RescueDeadNodes(ctx, pool2)
+	n, err := store.RescueDeadNodes(ctx, pool2, "", 0)
 	require.NoError(t, err)
 	require.Zero(t, n, "both nodes hold their liveness locks")
 
 	dead.Drop() // the process dies: its connection (and lock) go away
 	require.Eventually(t, func() bool {
-		n, err := store.RescueDeadNodes(ctx, pool2)
+		n, err := store.RescueDeadNodes(ctx, pool2, "", 0)
 		require.NoError(t, err)
 		return n == 1
 	}, 10e9, 50e6)
@@ -56,4 +58,138 @@ func TestNodeLiveness(t *testing.T) {
 	var nodes int
 	require.NoError(t, pool2.QueryRow(ctx, `SELECT count(*) FROM rflow.nodes`).Scan(&nodes))
 	require.Equal(t, 1, nodes)
+}
+
+func insertRunningJob(t *testing.T, pool *pgxpool.Pool, client string) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO river.river_job (kind, args, state, attempt, attempted_by, max_attempts, queue, priority, scheduled_at)
+		VALUES ('x', '{}', 'running', 1, ARRAY[$1], 5, 'default', 1, now() - interval '1 minute')`, client)
+	require.NoError(t, err)
+}
+
+// rescue retries RescueDeadNodes while the pool's connections, broken by a
+// restart, are replaced.
+func rescue(t *testing.T, pool *pgxpool.Pool, self string, grace time.Duration) int {
+	t.Helper()
+	var n int
+	require.Eventually(t, func() bool {
+		var err error
+		n, err = store.RescueDeadNodes(context.Background(), pool, self, grace)
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	return n
+}
+
+func jobStates(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT attempted_by[1] || ':' || state FROM river.river_job ORDER BY 1`)
+	require.NoError(t, err)
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestNodeLivenessAcrossRestart: a Postgres restart frees every node's
+// lock at once. Within the grace period no node not seen since is judged
+// dead, a node never rescues its own jobs, each node takes its lock back
+// on its next Ping, and afterwards a node that really dies is rescued at
+// once, grace or not.
+func TestNodeLivenessAcrossRestart(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []store.ShutdownMode{store.ShutdownFast, store.ShutdownImmediate} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := storetest.NewCluster(t)
+			pool, err := pgxpool.New(ctx, c.URL())
+			require.NoError(t, err)
+			defer pool.Close()
+			a, err := store.RegisterNode(ctx, c.URL(), "a")
+			require.NoError(t, err)
+			defer a.Close(ctx)
+			b, err := store.RegisterNode(ctx, c.URL(), "b")
+			require.NoError(t, err)
+			defer b.Close(ctx)
+			insertRunningJob(t, pool, "a")
+			insertRunningJob(t, pool, "b")
+
+			c.Restart(t, mode, 0)
+			// Both locks are gone, but the server has just started: a
+			// rescue pass leaves both nodes alone, and never touches
+			// the caller's own jobs even with no grace at all.
+			require.Zero(t, rescue(t, pool, "a", time.Minute))
+			require.Zero(t, rescue(t, pool, "b", time.Minute))
+			require.Equal(t, []string{"a:running", "b:running"}, jobStates(t, pool))
+
+			for _, n := range []*store.Node{a, b} {
+				re, err := n.Ping(ctx)
+				require.NoError(t, err)
+				require.NotNil(t, re, "node %s must notice it lost its lock", n.ClientID)
+				require.False(t, re.TakenForDead)
+				re, err = n.Ping(ctx)
+				require.NoError(t, err)
+				require.Nil(t, re, "registered again: the next ping is an ordinary one")
+			}
+			require.Zero(t, rescue(t, pool, "a", 0), "b holds its lock again")
+			require.Zero(t, rescue(t, pool, "b", 0), "a holds its lock again")
+
+			b.Drop() // b really dies after it re-registered
+			require.Zero(t, rescue(t, pool, "b", 0), "b's own pass never rescues b")
+			// Still within the grace, but b was seen since the restart:
+			// its free lock means it died, and it is rescued at once.
+			require.Eventually(t, func() bool { return rescue(t, pool, "a", time.Minute) == 1 }, 10*time.Second, 50*time.Millisecond)
+			require.Equal(t, []string{"a:running", "b:available"}, jobStates(t, pool))
+			var nodes []string
+			rows, err := pool.Query(ctx, `SELECT client_id FROM rflow.nodes ORDER BY 1`)
+			require.NoError(t, err)
+			for rows.Next() {
+				var s string
+				require.NoError(t, rows.Scan(&s))
+				nodes = append(nodes, s)
+			}
+			require.Equal(t, []string{"a"}, nodes, fmt.Sprintf("a re-registered, b forgotten (%s)", mode))
+		})
+	}
+}
+
+// TestNodeTakenForDeadReregisters: a node rescued while it could not hold
+// its lock learns it on its next Ping and is registered again, so a later
+// death of it is still rescued fast.
+func TestNodeTakenForDeadReregisters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	a, err := store.RegisterNode(ctx, url, "a")
+	require.NoError(t, err)
+	defer a.Close(ctx)
+	a.Drop() // its liveness connection breaks; the process lives on
+	require.Eventually(t, func() bool { return rescue(t, pool, "other", 0) == 0 && len(jobStates(t, pool)) == 0 }, 10*time.Second, 50*time.Millisecond)
+	var n int
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.nodes`).Scan(&n))
+		if n > 0 {
+			rescue(t, pool, "other", 0)
+		}
+		return n == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	re, err := a.Ping(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, re)
+	require.True(t, re.TakenForDead)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.nodes WHERE client_id = 'a'`).Scan(&n))
+	require.Equal(t, 1, n)
+
+	insertRunningJob(t, pool, "a")
+	require.Zero(t, rescue(t, pool, "other", 0), "a holds its lock again")
+	a.Drop()
+	require.Eventually(t, func() bool { return rescue(t, pool, "other", 0) == 1 }, 10*time.Second, 50*time.Millisecond)
 }

@@ -166,6 +166,12 @@ func writeProject(t *testing.T, trigger, url string) string {
 // this process, the way `rflow run` does.
 func enqueueManual(t *testing.T, pool *pgxpool.Pool, config string, n int) {
 	t.Helper()
+	enqueueManualKeys(t, pool, config, "m", n)
+}
+
+// enqueueManualKeys claims n manual runs keyed <prefix>0000, <prefix>0001, …
+func enqueueManualKeys(t *testing.T, pool *pgxpool.Pool, config, prefix string, n int) {
+	t.Helper()
 	ctx := context.Background()
 	project, err := workflow.Load(config, workflow.LoadOptions{})
 	require.NoError(t, err)
@@ -177,7 +183,7 @@ func enqueueManual(t *testing.T, pool *pgxpool.Pool, config string, n int) {
 	require.NoError(t, err)
 	claims := make([]store.Claim, n)
 	for i := range claims {
-		claims[i] = store.Claim{Workflow: "pipeline", TriggerKey: fmt.Sprintf("m%04d", i), TriggerKind: "manual", Trigger: []byte(`{}`)}
+		claims[i] = store.Claim{Workflow: "pipeline", TriggerKey: fmt.Sprintf("%s%04d", prefix, i), TriggerKind: "manual", Trigger: []byte(`{}`)}
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := e.ClaimTx(ctx, tx, claims)
