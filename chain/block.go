@@ -45,7 +45,7 @@ func (s *Service) addBlock(t BlockTrigger) error {
 			}
 			return b, nil
 		}
-		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, phase: "block",
+		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: "block",
 			depth: t.Confirmations, start: start, fetch: fetch})
 	})
 	return nil

@@ -26,6 +26,9 @@ func (s *Service) trackHead(ctx context.Context, n *netState, lease store.Lease)
 	if id != n.cfg.ChainID {
 		return fmt.Errorf("network %s: node reports chain id %d, configured %d", n.cfg.Name, id, n.cfg.ChainID)
 	}
+	if err := s.checkGenesis(ctx, n, lease); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx) // ends the newHeads follower with this attempt
 	defer cancel()
 	wake := n.client.SubscribeHeads(ctx)
@@ -143,6 +146,74 @@ func (s *Service) appendWindow(ctx context.Context, n *netState, lease store.Lea
 	return nil
 }
 
+// checkGenesis compares the node's genesis block with the one recorded for
+// the chain id. A different genesis is another chain under the same id (a
+// restarted dev node): nothing indexed from the old one may carry over,
+// or cursors would skip the new chain's blocks.
+func (s *Service) checkGenesis(ctx context.Context, n *netState, lease store.Lease) error {
+	g, err := n.client.HeaderByNumber(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
+	}
+	genesis := g.Hash.Hex()
+	known, ok, err := store.GetChainIdentity(ctx, s.pool, n.cfg.ChainID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ok && known.Genesis == genesis && known.Network == n.cfg.Name:
+		return nil
+	case !ok || known.Genesis == genesis:
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := store.FenceLease(ctx, tx, lease); err != nil {
+				return err
+			}
+			return store.RecordChainIdentity(ctx, tx, store.ChainIdentity{ChainID: n.cfg.ChainID, Network: n.cfg.Name, Genesis: genesis})
+		})
+	}
+	wh, _, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("the node serves another chain under the same chain id (its genesis block differs); "+
+		"restarting the network's triggers at their start blocks",
+		"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "old_genesis", known.Genesis, "genesis", genesis,
+		"window_head", wh.Number)
+	return s.replaceChain(ctx, n, lease, known.Genesis, genesis, wh)
+}
+
+// replaceChain forgets the window and cursors of n's chain id (see
+// store.ReplaceChain), fenced by the head lease, and tells OnReorg about
+// the runs orphaned with the old chain.
+func (s *Service) replaceChain(ctx context.Context, n *netState, lease store.Lease, oldGenesis, genesis string, wh store.IndexedBlock) error {
+	id := store.ChainIdentity{ChainID: n.cfg.ChainID, Network: n.cfg.Name, Genesis: genesis}
+	rec := store.ReorgRecord{Depth: int(wh.Number + 1), OldHash: oldGenesis, NewHash: genesis}
+	var orphaned int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := store.FenceLease(ctx, tx, lease); err != nil {
+			return err
+		}
+		ids, err := store.ReplaceChain(ctx, tx, rec, id, oldGenesis)
+		if err != nil {
+			return err
+		}
+		orphaned = len(ids)
+		if s.cfg.OnReorg != nil {
+			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: ids}
+			if err := s.cfg.OnReorg(ctx, tx, r); err != nil {
+				return fmt.Errorf("on_reorg hook: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("network %s: replace chain %d: %w", n.cfg.Name, id.ChainID, err)
+	}
+	s.log.Warn("chain replaced", "network", n.cfg.Name, "chain_id", id.ChainID, "orphaned_runs", orphaned)
+	n.signal()
+	return nil
+}
+
 // handleReorg finds the fork point by walking the window down until the
 // node's hash matches ours, then records the reorg in one transaction:
 // cursors rewound, window replaced, orphaned runs marked, OnReorg called.
@@ -183,9 +254,21 @@ func (s *Service) handleReorg(ctx context.Context, n *netState, lease store.Leas
 		return nil
 	}
 	if fork < 0 {
-		s.log.Error("no common block in the window: chain replaced or reorg deeper than the window; rescanning from block 0",
-			"network", n.cfg.Name, "window_bottom", bottom, "window_head", wh.Number, "node_head", h.Number)
-		fork = 0
+		// No common block: the node serves another chain (a restarted dev
+		// node), or the reorg is deeper than the window.
+		g, err := n.client.HeaderByNumber(ctx, 0)
+		if err != nil {
+			return fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
+		}
+		known, _, err := store.GetChainIdentity(ctx, s.pool, chainID)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("no block of the window is on the node's chain: chain replaced or reorg deeper than the window; "+
+			"restarting the network's triggers at their start blocks",
+			"network", n.cfg.Name, "chain_id", chainID, "old_genesis", known.Genesis, "genesis", g.Hash.Hex(),
+			"window_bottom", bottom, "window_head", wh.Number, "node_head", h.Number)
+		return s.replaceChain(ctx, n, lease, known.Genesis, g.Hash.Hex(), wh)
 	}
 	var canonical []store.IndexedBlock
 	for from := max(fork, int64(h.Number)-keep+1); from <= int64(h.Number); from += headBatch {

@@ -31,14 +31,15 @@ type fetchFunc func(ctx context.Context, from, to int64) (batch, error)
 // cursorJob is one (task, phase) cursor walking a network's window at a
 // depth. It is owned by one goroutine.
 type cursorJob struct {
-	s     *Service
-	n     *netState
-	lease store.Lease
-	task  string
-	phase string
-	depth int
-	start int64 // the cursor's first value if it does not exist yet
-	fetch fetchFunc
+	s        *Service
+	n        *netState
+	lease    store.Lease
+	task     string
+	workflow string
+	phase    string
+	depth    int
+	start    int64 // the cursor's first value if it does not exist yet
+	fetch    fetchFunc
 
 	size uint64   // current range size: shrinks on range errors, grows back
 	next *fetched // the following range, read while this one is claimed
@@ -82,7 +83,7 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	target := head.Number - int64(j.depth)
-	cursor, err := store.EnsureCursor(ctx, j.s.pool, j.task, j.phase, chainID, j.start)
+	cursor, err := j.s.cursor(ctx, j.n, j.lease, j.workflow, j.task, j.phase, j.start, head.Number)
 	if err != nil {
 		return false, err
 	}
@@ -163,6 +164,41 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("%s/%s blocks %d..%d: %w", j.task, j.phase, from, to, err)
 	}
 	return true, nil
+}
+
+// cursor returns the (task, phase) cursor of workflow's trigger on n, and
+// first resets it to start when it cannot be trusted on the chain n reads:
+// it was written on another chain id (the network's chain_id changed, or
+// the trigger moved to another network), or it lies beyond head, the
+// newest block of the chain's window (the window was replaced under it)
+// and beyond start.
+// Either way, continuing from it would skip blocks of this chain.
+func (s *Service) cursor(ctx context.Context, n *netState, lease store.Lease, workflow, task, phase string, start, head int64) (int64, error) {
+	chainID := n.cfg.ChainID
+	c, err := store.EnsureCursor(ctx, s.pool, task, phase, chainID, start)
+	if err != nil {
+		return 0, err
+	}
+	// A start block beyond the head is the user's choice: wait for it.
+	if c.ChainID == chainID && c.Block <= max(head, start) {
+		return c.Block, nil
+	}
+	if c.ChainID != chainID {
+		s.log.Warn("cursor was written on another chain; restarting the trigger at its start block",
+			"network", n.cfg.Name, "task", task, "phase", phase, "old_chain_id", c.ChainID, "chain_id", chainID,
+			"cursor", c.Block, "start_block", start+1)
+	} else {
+		s.log.Warn("cursor is beyond the chain's head; restarting the trigger at its start block",
+			"network", n.cfg.Name, "task", task, "phase", phase, "chain_id", chainID, "cursor", c.Block,
+			"head", head, "start_block", start+1)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return store.ResetCursor(ctx, tx, lease, task, phase, workflow, c.ChainID, chainID, start)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("network %s: %w", n.cfg.Name, err)
+	}
+	return start, nil
 }
 
 // verify checks that every block the batch relies on is still the window's

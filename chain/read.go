@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -64,7 +65,7 @@ func (s *Service) addRead(t ReadTrigger) error {
 			}
 			return b, nil
 		}
-		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, phase: "block",
+		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: "block",
 			depth: t.Confirmations, start: start, fetch: fetch})
 	})
 	return nil
@@ -158,7 +159,8 @@ func (s *Service) readEvery(ctx context.Context, n *netState, t ReadTrigger, nam
 }
 
 func (s *Service) readSlot(ctx context.Context, n *netState, t ReadTrigger, name, phase string, lease store.Lease, slot time.Time) error {
-	cursor, err := store.EnsureCursor(ctx, s.pool, name, phase, n.cfg.ChainID, -1)
+	// The cursor is a slot, not a block: only its chain is checked.
+	cursor, err := s.cursor(ctx, n, lease, t.Workflow, name, phase, -1, math.MaxInt64)
 	if err != nil {
 		return err
 	}

@@ -165,23 +165,60 @@ func Reorgs(ctx context.Context, db DBTX, chainID int64, limit int) ([]ReorgReco
 	return out, nil
 }
 
-// EnsureCursor creates the (task, phase) cursor at block start if it does
-// not exist and returns its current block (the last block fully processed).
-func EnsureCursor(ctx context.Context, db DBTX, task, phase string, chainID, start int64) (int64, error) {
-	var block int64
+// Cursor is a (task, phase) cursor: the last block (or slot) fully
+// processed, and the chain it was processed on.
+type Cursor struct {
+	Block   int64
+	ChainID int64
+}
+
+// EnsureCursor creates the (task, phase) cursor at block start on chainID
+// if it does not exist and returns it. A cursor of another chain (its
+// ChainID differs from chainID) is returned as it is: the caller decides.
+func EnsureCursor(ctx context.Context, db DBTX, task, phase string, chainID, start int64) (Cursor, error) {
+	var c Cursor
 	err := db.QueryRow(ctx, `
 		WITH ins AS (
 			INSERT INTO indexer.cursors (task, phase, chain_id, block) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (task, phase) DO NOTHING RETURNING block
+			ON CONFLICT (task, phase) DO NOTHING RETURNING block, chain_id
 		)
-		SELECT block FROM ins
+		SELECT block, chain_id FROM ins
 		UNION ALL
-		SELECT block FROM indexer.cursors WHERE task = $1 AND phase = $2
-		LIMIT 1`, task, phase, chainID, start).Scan(&block)
+		SELECT block, chain_id FROM indexer.cursors WHERE task = $1 AND phase = $2
+		LIMIT 1`, task, phase, chainID, start).Scan(&c.Block, &c.ChainID)
 	if err != nil {
-		return 0, fmt.Errorf("cursor %s/%s: %w", task, phase, err)
+		return c, fmt.Errorf("cursor %s/%s: %w", task, phase, err)
 	}
-	return block, nil
+	return c, nil
+}
+
+// ResetCursor moves the (task, phase) cursor to block start on chainID,
+// fenced by lease (ErrLeaseLost: roll back). Ingestion calls it when the
+// cursor belongs to another chain or lies beyond the chain's head: it would
+// otherwise skip blocks of the chain it now reads. When the cursor was on
+// another chain (from is its chain id, not chainID), workflow's runs on
+// that chain have their trigger keys qualified with it ("@<chain id>"):
+// block and read keys are block numbers, and the new chain's blocks must
+// become runs of their own.
+func ResetCursor(ctx context.Context, tx pgx.Tx, lease Lease, task, phase, workflow string, from, chainID, start int64) error {
+	if err := FenceLease(ctx, tx, lease); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE indexer.cursors SET chain_id = $3, block = $4, lease_token = $5, updated_at = now()
+		WHERE task = $1 AND phase = $2`, task, phase, chainID, start, lease.Token); err != nil {
+		return fmt.Errorf("reset cursor %s/%s to %d: %w", task, phase, start, err)
+	}
+	if from == chainID {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs SET trigger_key = trigger_key || '@' || $2::text, updated_at = now()
+		WHERE workflow_name = $1 AND chain_id = $2 AND trigger_key NOT LIKE '%@%'
+		  AND trigger_key NOT LIKE $2::text || ':%'`, workflow, from); err != nil {
+		return fmt.Errorf("qualify trigger keys of %s on chain %d: %w", workflow, from, err)
+	}
+	return nil
 }
 
 // LockCursor locks the (task, phase) cursor row for the rest of tx and
@@ -191,6 +228,11 @@ func LockCursor(ctx context.Context, tx pgx.Tx, task, phase string) (int64, erro
 	var block int64
 	err := tx.QueryRow(ctx, `SELECT block FROM indexer.cursors WHERE task = $1 AND phase = $2 FOR UPDATE`,
 		task, phase).Scan(&block)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Deleted by a chain replacement (ReplaceChain): it restarts at the
+		// trigger's start block.
+		return 0, fmt.Errorf("lock cursor %s/%s: %w", task, phase, ErrCursorMoved)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("lock cursor %s/%s: %w", task, phase, err)
 	}
@@ -260,4 +302,70 @@ func ReorgsSince(ctx context.Context, db DBTX, chainID, afterID int64) (fork, la
 		return 0, afterID, false, nil
 	}
 	return *f, *l, true, nil
+}
+
+// ChainIdentity is what the indexer recorded about a chain id: the genesis
+// hash of the chain it read, and the network name it read it as.
+type ChainIdentity struct {
+	ChainID int64
+	Network string
+	Genesis string
+}
+
+// GetChainIdentity returns chainID's recorded identity; ok is false when
+// none is recorded (a chain never read, or read before identities were).
+func GetChainIdentity(ctx context.Context, db DBTX, chainID int64) (id ChainIdentity, ok bool, err error) {
+	err = db.QueryRow(ctx, `SELECT chain_id, network, genesis_hash FROM indexer.chains WHERE chain_id = $1`,
+		chainID).Scan(&id.ChainID, &id.Network, &id.Genesis)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return id, false, nil
+	}
+	if err != nil {
+		return id, false, fmt.Errorf("identity of chain %d: %w", chainID, err)
+	}
+	return id, true, nil
+}
+
+// RecordChainIdentity stores id as its chain's identity.
+func RecordChainIdentity(ctx context.Context, tx pgx.Tx, id ChainIdentity) error {
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO indexer.chains (chain_id, network, genesis_hash) VALUES ($1, $2, $3)
+		ON CONFLICT (chain_id) DO UPDATE SET network = excluded.network, genesis_hash = excluded.genesis_hash,
+			seen_at = now()`, id.ChainID, id.Network, id.Genesis); err != nil {
+		return fmt.Errorf("record identity of chain %d: %w", id.ChainID, err)
+	}
+	return nil
+}
+
+// ReplaceChain forgets everything the indexer knew about a chain id whose
+// node now serves another chain (or one that shares no block with the
+// window), in tx: it is recorded as a reorg from block 0 (every run of the
+// chain is orphaned, see ApplyReorg), the window is emptied (the head
+// tracker seeds it again) and every cursor of the chain is deleted, so each
+// trigger starts again at its configured start block. When the genesis
+// changed (oldGenesis is not "" and differs from id.Genesis), the old
+// chain's runs have their trigger keys qualified with its genesis hash: the
+// new chain's occurrences (whose transaction hashes can repeat the old
+// chain's, a fresh dev node replaying the same transactions) are then new
+// runs. It returns the orphaned run ids.
+func ReplaceChain(ctx context.Context, tx pgx.Tx, r ReorgRecord, id ChainIdentity, oldGenesis string) ([]uuid.UUID, error) {
+	r.ChainID, r.ForkBlock = id.ChainID, 0
+	orphaned, err := ApplyReorg(ctx, tx, r, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if oldGenesis != "" && oldGenesis != id.Genesis {
+		if _, err := tx.Exec(ctx, `
+			UPDATE rflow.workflow_runs SET trigger_key = trigger_key || '@' || $2, updated_at = now()
+			WHERE chain_id = $1 AND trigger_key NOT LIKE '%@%'`, id.ChainID, oldGenesis); err != nil {
+			return nil, fmt.Errorf("qualify trigger keys of replaced chain %d: %w", id.ChainID, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM indexer.cursors WHERE chain_id = $1`, id.ChainID); err != nil {
+		return nil, fmt.Errorf("reset cursors of chain %d: %w", id.ChainID, err)
+	}
+	if err := RecordChainIdentity(ctx, tx, id); err != nil {
+		return nil, err
+	}
+	return orphaned, nil
 }

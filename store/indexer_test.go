@@ -25,7 +25,7 @@ func TestCursorFencedAndRewoundByReorg(t *testing.T) {
 	lease := ls[0]
 	start, err := store.EnsureCursor(ctx, pool, "task", "head", 7, -1)
 	require.NoError(t, err)
-	require.Equal(t, int64(-1), start)
+	require.Equal(t, int64(-1), start.Block)
 
 	var blocks []store.IndexedBlock
 	for i := int64(0); i <= 10; i++ {
@@ -65,7 +65,7 @@ func TestCursorFencedAndRewoundByReorg(t *testing.T) {
 	require.Equal(t, 1, orphaned)
 	cur, err := store.EnsureCursor(ctx, pool, "task", "head", 7, -1)
 	require.NoError(t, err)
-	require.Equal(t, int64(8), cur)
+	require.Equal(t, int64(8), cur.Block)
 	var key string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT trigger_key FROM rflow.workflow_runs WHERE orphaned_at IS NOT NULL`).Scan(&key))
 	require.Equal(t, "k9", key)

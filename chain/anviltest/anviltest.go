@@ -56,6 +56,11 @@ type Options struct {
 	BlockTime time.Duration
 	// Port fixes the port (0 picks a free one); a restarted node keeps it.
 	Port int
+	// ChainID overrides the chain id (default ChainID).
+	ChainID int64
+	// Timestamp fixes the genesis block's timestamp (0: now), and so its
+	// hash: two nodes with different timestamps serve different chains.
+	Timestamp uint64
 }
 
 // Binary returns the anvil executable to use, or an error saying how to
@@ -105,8 +110,15 @@ func Start(t testing.TB, opts Options) *Node {
 	if port == 0 {
 		port = freePort(t)
 	}
-	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--chain-id", strconv.Itoa(ChainID),
+	chainID := opts.ChainID
+	if chainID == 0 {
+		chainID = ChainID
+	}
+	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--chain-id", strconv.FormatInt(chainID, 10),
 		"--accounts", "10", "--silent"}
+	if opts.Timestamp > 0 {
+		args = append(args, "--timestamp", strconv.FormatUint(opts.Timestamp, 10))
+	}
 	if opts.NoMining {
 		args = append(args, "--no-mining")
 	}

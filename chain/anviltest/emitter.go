@@ -140,9 +140,13 @@ func (e *Emitter) signed(to *common.Address, data []byte) *types.Transaction {
 	if err != nil {
 		e.t.Fatalf("estimate gas: %v", err)
 	}
-	tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(ChainID), Nonce: nonce, GasTipCap: tip,
+	chainID, err := e.client.ChainID(ctx) // a node may run with Options.ChainID
+	if err != nil {
+		e.t.Fatalf("chain id: %v", err)
+	}
+	tx := types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: tip,
 		GasFeeCap: feeCap, Gas: gas + gas/5, To: to, Data: data})
-	tx, err = types.SignTx(tx, types.LatestSignerForChainID(big.NewInt(ChainID)), e.key)
+	tx, err = types.SignTx(tx, types.LatestSignerForChainID(chainID), e.key)
 	if err != nil {
 		e.t.Fatalf("sign: %v", err)
 	}
