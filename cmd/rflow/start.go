@@ -132,6 +132,14 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			return err
 		}
 		if svc != nil {
+			// A wrong chain_id never heals: stop now, saying what to fix.
+			if err := svc.CheckNetworks(triggers); err != nil {
+				svc.Close()
+				_ = engine.Stop(context.Background())
+				return err
+			}
+		}
+		if svc != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -1,0 +1,137 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// CheckNetworks asks every RPC URL of every network for its chain id, once
+// each. A node that answers with another chain id than rflow.yaml's
+// chain_id is a configuration error that no retry heals (and a failover to
+// it would read another chain into the window): CheckNetworks returns it,
+// naming the network, both chain ids and what to change; `rflow start`
+// then exits 1. A URL that does not answer is not a configuration error
+// (the node may come back): it is logged, and ingestion keeps retrying.
+func (s *Service) CheckNetworks(ctx context.Context) error {
+	names := make([]string, 0, len(s.nets))
+	for name := range s.nets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		n := s.nets[name]
+		for i, u := range n.cfg.RPC {
+			id, err := n.client.chainIDAt(ctx, i)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case err != nil:
+				s.log.Warn("RPC URL does not answer at start; ingestion retries it", "network", name,
+					"url", redactURL(u), "err", withoutURL(err))
+			case id != n.cfg.ChainID:
+				errs = append(errs, fmt.Errorf("network %s: rflow.yaml says chain_id %d, but the node at %s reports chain id %d: "+
+					"set chain_id: %d for network %s, or point its rpc at a node of chain %d",
+					name, n.cfg.ChainID, redactURL(u), id, id, name, n.cfg.ChainID))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withoutURL drops the request URL that net/http errors quote: provider
+// URLs carry API keys.
+func withoutURL(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
+	}
+	return err
+}
+
+// chainIDAt asks URL i (and only it) for its chain id, in one attempt.
+func (c *Client) chainIDAt(ctx context.Context, i int) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	var id hexutil.Big
+	if err := c.conns[i].CallContext(ctx, &id, "eth_chainId"); err != nil {
+		return 0, err
+	}
+	return id.ToInt().Int64(), nil
+}
+
+// checkGenesis compares the node's genesis block with the one recorded for
+// the chain id. A different genesis is another chain under the same id (a
+// restarted dev node): nothing indexed from the old one may carry over,
+// or cursors would skip the new chain's blocks.
+func (s *Service) checkGenesis(ctx context.Context, n *netState, lease store.Lease) error {
+	g, err := n.client.HeaderByNumber(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
+	}
+	genesis := g.Hash.Hex()
+	known, ok, err := store.GetChainIdentity(ctx, s.pool, n.cfg.ChainID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case ok && known.Genesis == genesis && known.Network == n.cfg.Name:
+		return nil
+	case !ok || known.Genesis == genesis:
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := store.FenceLease(ctx, tx, lease); err != nil {
+				return err
+			}
+			return store.RecordChainIdentity(ctx, tx, store.ChainIdentity{ChainID: n.cfg.ChainID, Network: n.cfg.Name, Genesis: genesis})
+		})
+	}
+	wh, _, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("the node serves another chain under the same chain id (its genesis block differs); "+
+		"restarting the network's triggers at their start blocks",
+		"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "old_genesis", known.Genesis, "genesis", genesis,
+		"window_head", wh.Number)
+	return s.replaceChain(ctx, n, lease, known.Genesis, genesis, wh)
+}
+
+// replaceChain forgets the window and cursors of n's chain id (see
+// store.ReplaceChain), fenced by the head lease, and tells OnReorg about
+// the runs orphaned with the old chain.
+func (s *Service) replaceChain(ctx context.Context, n *netState, lease store.Lease, oldGenesis, genesis string, wh store.IndexedBlock) error {
+	id := store.ChainIdentity{ChainID: n.cfg.ChainID, Network: n.cfg.Name, Genesis: genesis}
+	rec := store.ReorgRecord{Depth: int(wh.Number + 1), OldHash: oldGenesis, NewHash: genesis}
+	var orphaned int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := store.FenceLease(ctx, tx, lease); err != nil {
+			return err
+		}
+		ids, err := store.ReplaceChain(ctx, tx, rec, id, oldGenesis)
+		if err != nil {
+			return err
+		}
+		orphaned = len(ids)
+		if s.cfg.OnReorg != nil {
+			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: ids}
+			if err := s.cfg.OnReorg(ctx, tx, r); err != nil {
+				return fmt.Errorf("on_reorg hook: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("network %s: replace chain %d: %w", n.cfg.Name, id.ChainID, err)
+	}
+	s.log.Warn("chain replaced", "network", n.cfg.Name, "chain_id", id.ChainID, "orphaned_runs", orphaned)
+	n.signal()
+	return nil
+}

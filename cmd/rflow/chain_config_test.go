@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+const chainProject = `
+name: chaincheck
+networks:
+  - { name: local, chain_id: %d, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+contracts:
+  - { name: Emitter, abi: ./Emitter.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: on-deposit
+    trigger: { event: { contract: Emitter, event: Deposit } }
+    steps:
+      - id: noop
+        noop: {}
+`
+
+func writeChainProject(t *testing.T, chainID int64, rpc string) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Emitter.json"), anviltest.EmitterABIJSON(t), 0o644))
+	path := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(chainProject, chainID, rpc)), 0o644))
+	return path
+}
+
+// A chain_id that differs from what the node reports never heals: `rflow
+// start` exits 1 at once, naming the network, both chain ids and the fix,
+// without the URL's credentials. A node that is only down is not a
+// configuration error: the process keeps running and retries.
+func TestStartStopsOnWrongChainID(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{})
+	dbURL := storetest.URL(t)
+
+	withCreds := "http://rflow:s3cret@" + node.URL[len("http://"):] + "/?key=apikey123"
+	p := startRflow(t, dbURL, writeChainProject(t, 1, withCreds), "")
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rflow start kept running with a wrong chain_id; output:\n%s", p.out)
+	}
+	out := p.out.String()
+	require.Equal(t, 1, p.cmd.ProcessState.ExitCode(), "output:\n%s", out)
+	require.Contains(t, out, "network local: rflow.yaml says chain_id 1, but the node at http://"+node.URL[len("http://"):]+
+		" reports chain id 31337: set chain_id: 31337 for network local", out)
+	require.NotContains(t, out, "s3cret")
+	require.NotContains(t, out, "apikey123")
+	require.NotContains(t, out, "goroutine")
+
+	// The right chain id on a node that is down: it keeps running.
+	down := fmt.Sprintf("http://127.0.0.1:%d", freePortCLI(t))
+	p = startRflow(t, dbURL, writeChainProject(t, anviltest.ChainID, down), "")
+	select {
+	case <-p.done:
+		t.Fatalf("rflow start exited while its node was only down; output:\n%s", p.out)
+	case <-time.After(5 * time.Second):
+	}
+	require.Contains(t, p.out.String(), "RPC URL does not answer at start")
+	p.stop(t)
+}
+
+// freePortCLI returns a loopback port nothing listens on.
+func freePortCLI(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
