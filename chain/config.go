@@ -90,7 +90,8 @@ type EventTrigger struct {
 	// RunOn defaults to RunOnConfirmed.
 	RunOn RunOn
 	// Where, when set, filters decoded logs (Decoded.Fields) before claiming.
-	// An error skips the log and is logged.
+	// An error (like an undecodable log) still claims the log's run, as a
+	// run that fails at once (store.Claim.TriggerError).
 	Where func(event map[string]any) (bool, error)
 	// Generation is the workflow generation the trigger was built from
 	// (Config.Reload sets it); the task commits only while it is current.
@@ -126,7 +127,8 @@ type ReadTrigger struct {
 	Interval    time.Duration
 	// Confirmations is the depth of the block read at (default 0).
 	Confirmations int
-	// When, when set, filters results before claiming.
+	// When, when set, filters results before claiming; an error claims a
+	// run that fails at once, as Where's does.
 	When func(result any) (bool, error)
 	// Generation is the workflow generation the trigger was built from
 	// (Config.Reload sets it); the task commits only while it is current.

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -102,34 +103,42 @@ func (s *Service) eventFetcher(n *netState, t EventTrigger, phase Phase, both bo
 	}
 }
 
+// eventClaim builds the claim of log l, or ok false when Where rejects it.
+// A log that cannot be decoded, or on which Where fails, is claimed all the
+// same with TriggerError set (see trigger_error.go).
 func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Phase, both bool) (store.Claim, bool, error) {
+	c := store.Claim{
+		Workflow:    t.Workflow,
+		TriggerKey:  EventKey(n.cfg.ChainID, l.TxHash, l.Index, phase, both),
+		TriggerKind: "event",
+		ChainID:     n.cfg.ChainID,
+		BlockNumber: int64(l.BlockNumber),
+		BlockHash:   l.BlockHash.Hex(),
+	}
 	d, err := t.Event.Decode(l)
 	if err != nil {
-		s.log.Warn("skipping undecodable log", "workflow", t.Workflow, "err", err)
-		return store.Claim{}, false, nil
+		c.TriggerError = decodeError(t.Event, err).Error()
+		s.log.Warn("log cannot be decoded; its run fails at once", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
+			"log_index", l.Index, "err", err)
+		c.Trigger, err = json.Marshal(UndecodablePayload{Log: l, Block: l.BlockNumber, Phase: phase})
+		if err != nil {
+			return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
+		}
+		return c, true, nil
 	}
 	if t.Where != nil {
 		ok, err := t.Where(d.Fields())
 		if err != nil {
-			s.log.Warn("where filter failed; skipping log", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
+			c.TriggerError = "trigger where: " + err.Error()
+			s.log.Warn("where condition failed; its run fails at once", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
 				"log_index", l.Index, "err", err)
-			return store.Claim{}, false, nil
-		}
-		if !ok {
+		} else if !ok {
 			return store.Claim{}, false, nil
 		}
 	}
-	payload, err := EventPayload{Event: d, Block: l.BlockNumber, Phase: phase}.MarshalJSON()
+	c.Trigger, err = EventPayload{Event: d, Block: l.BlockNumber, Phase: phase}.MarshalJSON()
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
 	}
-	return store.Claim{
-		Workflow:    t.Workflow,
-		TriggerKey:  EventKey(n.cfg.ChainID, l.TxHash, l.Index, phase, both),
-		TriggerKind: "event",
-		Trigger:     payload,
-		ChainID:     n.cfg.ChainID,
-		BlockNumber: int64(l.BlockNumber),
-		BlockHash:   l.BlockHash.Hex(),
-	}, true, nil
+	return c, true, nil
 }

@@ -114,13 +114,14 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 		}
 		result = m
 	}
+	var failed string
 	if t.When != nil {
 		ok, err := t.When(result)
 		if err != nil {
-			s.log.Warn("when filter failed; skipping read", "workflow", t.Workflow, "block", num, "err", err)
-			return store.Claim{}, false, nil
-		}
-		if !ok {
+			// Claimed all the same, as a run that fails at once (see trigger_error.go).
+			failed = "trigger when: " + err.Error()
+			s.log.Warn("when condition failed; its run fails at once", "workflow", t.Workflow, "block", num, "err", err)
+		} else if !ok {
 			return store.Claim{}, false, nil
 		}
 	}
@@ -129,7 +130,7 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 		return store.Claim{}, false, err
 	}
 	return store.Claim{Workflow: t.Workflow, TriggerKey: key, TriggerKind: "read", Trigger: payload,
-		ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hash}, true, nil
+		ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hash, TriggerError: failed}, true, nil
 }
 
 // readEvery polls the view once per Interval slot. The slot start (UTC,

@@ -26,15 +26,23 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 		return 0, nil
 	}
 	runs := make([]*store.Run, 0, len(won))
+	var failed []*store.Run
+	var msgs []string
 	for _, w := range won {
-		if w.Paused {
-			continue
-		}
 		c := claims[w.Index]
-		runs = append(runs, &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
-			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued})
+		run := &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
+			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued}
+		switch {
+		case c.TriggerError != "": // fails at once, paused or not (trigger_failure.go)
+			failed, msgs = append(failed, run), append(msgs, c.TriggerError)
+		case !w.Paused:
+			runs = append(runs, run)
+		}
 	}
 	if err := e.startRuns(ctx, tx, runs); err != nil {
+		return 0, err
+	}
+	if err := e.failTriggers(ctx, tx, failed, msgs); err != nil {
 		return 0, err
 	}
 	return len(won), nil
@@ -86,6 +94,9 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 // steps are never re-run. Jobs left over from the failed attempt become
 // stale no-ops because the run's attempt moved.
 func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	if run, handled, err := e.retryTrigger(ctx, tx, id); handled || err != nil {
+		return run, err
+	}
 	run, steps, err := store.ReopenRun(ctx, tx, id)
 	if err != nil {
 		return nil, err

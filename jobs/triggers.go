@@ -95,16 +95,8 @@ func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, ge
 			Workflow: wf.Name, Network: c.Network, Addresses: nonZero(c), Event: ev, Generation: generation,
 			StartBlock: c.StartBlock, Confirmations: t.Event.Confirmations, RunOn: chain.RunOn(t.Event.RunOn),
 		}
-		if where := t.Event.Where; where != nil {
-			et.Where = func(event map[string]any) (bool, error) {
-				// Normalised as a journaled payload reads back, so a
-				// condition sees the same values before and after a crash.
-				v, err := workflow.Normalize(event)
-				if err != nil {
-					return false, err
-				}
-				return where.Bool(workflow.Env{"event": v, "env": e.envVars})
-			}
+		if t.Event.Where != nil {
+			et.Where = e.where(t.Event.Where)
 		}
 		trig.Events = append(trig.Events, et)
 	case t.Block != nil:
@@ -122,14 +114,8 @@ func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, ge
 		}
 		rt := chain.ReadTrigger{Workflow: wf.Name, Network: c.Network, Address: c.Address, Method: *t.Read.ABIMethod,
 			Calldata: data, EveryBlocks: t.Read.EveryBlocks, Interval: t.Read.Every, Generation: generation}
-		if when := t.Read.When; when != nil {
-			rt.When = func(result any) (bool, error) {
-				v, err := workflow.Normalize(result)
-				if err != nil {
-					return false, err
-				}
-				return when.Bool(workflow.Env{"result": v, "env": e.envVars})
-			}
+		if t.Read.When != nil {
+			rt.When = e.when(t.Read.When)
 		}
 		trig.Reads = append(trig.Reads, rt)
 	}

@@ -24,6 +24,11 @@ type Claim struct {
 	ChainID     int64
 	BlockNumber int64
 	BlockHash   string
+
+	// TriggerError, when set, says why the occurrence's trigger condition
+	// (where:/when:) or its log's decoding failed. The run is claimed all
+	// the same (nothing is dropped) and fails at once with this error.
+	TriggerError string
 }
 
 // ManualClaim is the claim of a manual run with trigger key key. Its
