@@ -251,3 +251,63 @@ workflows:
 	require.NoError(t, err)
 	require.Contains(t, string(r.Trigger), `"amount": 42`, "the run keeps the decoded event")
 }
+
+// A read trigger's when: that fails at run time (a bad index) is a failed
+// run per read, like a failing where:; a retry under a fixed generation
+// runs the steps with the read's result.
+func TestFailingWhenIsAFailedRun(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	em.Deposit(42) // totalAssets() = 42
+	recv := newReceiver(t)
+	pool, e := chainBundle(t, fmt.Sprintf(`
+name: reads
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 0, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q }
+workflows:
+  - name: assets
+    trigger: { read: { contract: Vault, function: totalAssets, every: 2 blocks, when: "${{ [1, 2][result] == 1 }}" } }
+    steps:
+      - { id: tell, http_call: { method: POST, url: "%s/assets", body: "${{ trigger.result }}" } }
+`, node.URL, em.Address.Hex(), recv.URL))
+
+	var failed []*store.Run
+	require.Eventually(t, func() bool {
+		node.Mine(1)
+		var err error
+		failed, err = store.ListRuns(context.Background(), pool, store.RunFilter{Workflow: "assets", Status: store.RunFailed})
+		require.NoError(t, err)
+		return len(failed) >= 2
+	}, 30*time.Second, 100*time.Millisecond, "no failed runs for the failing when:")
+	for _, r := range failed {
+		require.Equal(t, "trigger", *r.FailedStep)
+		require.Regexp(t, `^trigger when: .*rflow\.yaml:\d+:\d+: evaluate \$\{\{ \[1, 2\]\[result\] == 1 \}\}: `, *r.Error)
+	}
+	require.Empty(t, recv.got("/assets"))
+
+	var d store.Deployed
+	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		d, err = e.DeployTx(context.Background(), tx, "assets", []byte(fmt.Sprintf(`
+name: assets
+trigger: { read: { contract: Vault, function: totalAssets, every: 2 blocks, when: "${{ result == 42 }}" } }
+steps:
+  - { id: tell, http_call: { method: POST, url: "%s/assets", body: "${{ trigger.result }}" } }
+`, recv.URL)))
+		return err
+	}))
+	retry(t, pool, e, failed[0].ID)
+	r := waitStatus(t, pool, failed[0].ID, store.RunCompleted)
+	require.Equal(t, d.Generation, r.Generation)
+	require.Eventually(t, func() bool {
+		for _, q := range recv.got("/assets") {
+			if q.Body == "42" {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 20*time.Millisecond)
+}
