@@ -188,19 +188,15 @@ func (s *Service) handleReorg(ctx context.Context, n *netState, lease store.Leas
 	if fork < 0 {
 		// No common block: the node serves another chain (a restarted dev
 		// node), or the reorg is deeper than the window.
-		g, err := n.client.HeaderByNumber(ctx, 0)
-		if err != nil {
-			return fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
-		}
-		known, _, err := store.GetChainIdentity(ctx, s.pool, chainID)
+		genesis, known, _, err := s.identity(ctx, n)
 		if err != nil {
 			return err
 		}
 		s.log.Warn("no block of the window is on the node's chain: chain replaced or reorg deeper than the window; "+
 			"restarting the network's triggers at their start blocks",
-			"network", n.cfg.Name, "chain_id", chainID, "old_genesis", known.Genesis, "genesis", g.Hash.Hex(),
+			"network", n.cfg.Name, "chain_id", chainID, "old_genesis", known.Genesis, "genesis", genesis,
 			"window_bottom", bottom, "window_head", wh.Number, "node_head", h.Number)
-		return s.replaceChain(ctx, n, lease, known.Genesis, g.Hash.Hex(), wh)
+		return s.replaceChain(ctx, n, lease, known.Genesis, genesis, wh)
 	}
 	var canonical []store.IndexedBlock
 	for from := max(fork, int64(h.Number)-keep+1); from <= int64(h.Number); from += headBatch {

@@ -73,12 +73,7 @@ func (c *Client) chainIDAt(ctx context.Context, i int) (int64, error) {
 // restarted dev node): nothing indexed from the old one may carry over,
 // or cursors would skip the new chain's blocks.
 func (s *Service) checkGenesis(ctx context.Context, n *netState, lease store.Lease) error {
-	g, err := n.client.HeaderByNumber(ctx, 0)
-	if err != nil {
-		return fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
-	}
-	genesis := g.Hash.Hex()
-	known, ok, err := store.GetChainIdentity(ctx, s.pool, n.cfg.ChainID)
+	genesis, known, ok, err := s.identity(ctx, n)
 	if err != nil {
 		return err
 	}
@@ -102,6 +97,17 @@ func (s *Service) checkGenesis(ctx context.Context, n *netState, lease store.Lea
 		"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "old_genesis", known.Genesis, "genesis", genesis,
 		"window_head", wh.Number)
 	return s.replaceChain(ctx, n, lease, known.Genesis, genesis, wh)
+}
+
+// identity returns the genesis hash of n's node and the identity recorded
+// for n's chain id (ok false: none).
+func (s *Service) identity(ctx context.Context, n *netState) (genesis string, known store.ChainIdentity, ok bool, err error) {
+	g, err := n.client.HeaderByNumber(ctx, 0)
+	if err != nil {
+		return "", known, false, fmt.Errorf("network %s: genesis: %w", n.cfg.Name, err)
+	}
+	known, ok, err = store.GetChainIdentity(ctx, s.pool, n.cfg.ChainID)
+	return g.Hash.Hex(), known, ok, err
 }
 
 // replaceChain forgets the window and cursors of n's chain id (see
