@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -36,25 +36,15 @@ func (s *Service) CheckNetworks(ctx context.Context) error {
 				return ctx.Err()
 			case err != nil:
 				s.log.Warn("RPC URL does not answer at start; ingestion retries it", "network", name,
-					"url", redactURL(u), "err", withoutURL(err))
+					"url", redact.URL(u), "err", redact.Error(err))
 			case id != n.cfg.ChainID:
 				errs = append(errs, fmt.Errorf("network %s: rflow.yaml says chain_id %d, but the node at %s reports chain id %d: "+
 					"set chain_id: %d for network %s, or point its rpc at a node of chain %d",
-					name, n.cfg.ChainID, redactURL(u), id, id, name, n.cfg.ChainID))
+					name, n.cfg.ChainID, redact.URL(u), id, id, name, n.cfg.ChainID))
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// withoutURL drops the request URL that net/http errors quote: provider
-// URLs carry API keys.
-func withoutURL(err error) error {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		return uerr.Err
-	}
-	return err
 }
 
 // chainIDAt asks URL i (and only it) for its chain id, in one attempt.
