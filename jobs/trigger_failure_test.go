@@ -66,7 +66,7 @@ func retry(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, id uuid.UUID) *stor
 	return run
 }
 
-func deploy(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, name string, src []byte) int64 {
+func deployDef(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, name string, src []byte) int64 {
 	t.Helper()
 	var d store.Deployed
 	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
@@ -129,7 +129,9 @@ func TestFailingWhereIsAFailedRunAndRetryReevaluates(t *testing.T) {
 	byTx := map[string]*store.Run{}
 	for _, r := range failed {
 		require.Equal(t, "trigger", *r.FailedStep)
-		require.Regexp(t, `^trigger where: .*rflow\.yaml:\d+:\d+: evaluate \$\{\{ 10 / \(event\.amount - 7\) >= 0 \}\}: .*divi`, *r.Error)
+		// The position is the deployed spec's: file:line:col when the
+		// spec keeps it, else "spec of <workflow>".
+		require.Regexp(t, `^trigger where: (.*rflow\.yaml:\d+:\d+|spec of ratio): evaluate \$\{\{ 10 / \(event\.amount - 7\) >= 0 \}\}: .*divi`, *r.Error)
 		steps := stepRows(t, pool, r.ID)
 		require.Len(t, steps, 1)
 		require.Equal(t, store.StepFailed, steps["trigger"].Status)
@@ -149,7 +151,7 @@ func TestFailingWhereIsAFailedRunAndRetryReevaluates(t *testing.T) {
 	require.Equal(t, 2, stepRows(t, pool, runA.ID)["trigger"].Attempt)
 
 	// Fixed in generation 2: A runs its steps under it.
-	gen2 := deploy(t, pool, e, "ratio", ratioDefinition("${{ event.amount == 7 || 10 / (event.amount - 7) >= 0 }}", recv.URL))
+	gen2 := deployDef(t, pool, e, "ratio", ratioDefinition("${{ event.amount == 7 || 10 / (event.amount - 7) >= 0 }}", recv.URL))
 	require.Equal(t, int64(2), gen2)
 	retry(t, pool, e, runA.ID)
 	r = waitStatus(t, pool, runA.ID, store.RunCompleted)
@@ -161,7 +163,7 @@ func TestFailingWhereIsAFailedRunAndRetryReevaluates(t *testing.T) {
 	require.Equal(t, "7", recv.got("/ratio")[1].Body)
 
 	// Generation 3 excludes 7: B completes without running anything.
-	deploy(t, pool, e, "ratio", ratioDefinition("${{ event.amount > 7 }}", recv.URL))
+	deployDef(t, pool, e, "ratio", ratioDefinition("${{ event.amount > 7 }}", recv.URL))
 	r = retry(t, pool, e, runB.ID)
 	require.Equal(t, store.RunCompleted, r.Status)
 	steps = stepRows(t, pool, runB.ID)
@@ -222,9 +224,7 @@ workflows:
 	e := startEngine(t, pool, url, project)
 	_, err = e.SyncWorkflows(ctx)
 	require.NoError(t, err)
-	cfg, err := e.ChainConfig()
-	require.NoError(t, err)
-	svc, err := chain.NewService(ctx, pool, e, cfg, nil)
+	svc, err := chain.NewService(ctx, pool, e, e.ChainConfig(), nil)
 	require.NoError(t, err)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -284,7 +284,7 @@ workflows:
 	}, 30*time.Second, 100*time.Millisecond, "no failed runs for the failing when:")
 	for _, r := range failed {
 		require.Equal(t, "trigger", *r.FailedStep)
-		require.Regexp(t, `^trigger when: .*rflow\.yaml:\d+:\d+: evaluate \$\{\{ \[1, 2\]\[result\] == 1 \}\}: `, *r.Error)
+		require.Regexp(t, `^trigger when: (.*rflow\.yaml:\d+:\d+|spec of assets): evaluate \$\{\{ \[1, 2\]\[result\] == 1 \}\}: `, *r.Error)
 	}
 	require.Empty(t, recv.got("/assets"))
 
