@@ -198,13 +198,19 @@ func waitAllDone(t *testing.T, pool *pgxpool.Pool, min int, within time.Duration
 	t.Helper()
 	var runs []*store.Run
 	require.Eventually(t, func() bool {
+		// Errors are retried: a test that restarts Postgres leaves this
+		// pool with connections the server has closed.
 		all, err := store.ListRuns(context.Background(), pool, store.RunFilter{Limit: 1000})
-		require.NoError(t, err)
+		if err != nil {
+			return false
+		}
 		runs = runs[:0]
 		for _, r := range all {
 			var started bool
-			require.NoError(t, pool.QueryRow(context.Background(),
-				`SELECT EXISTS (SELECT 1 FROM rflow.step_runs WHERE run_id = $1)`, r.ID).Scan(&started))
+			if err := pool.QueryRow(context.Background(),
+				`SELECT EXISTS (SELECT 1 FROM rflow.step_runs WHERE run_id = $1)`, r.ID).Scan(&started); err != nil {
+				return false
+			}
 			if !started {
 				continue
 			}
