@@ -279,84 +279,25 @@ func (a *advance) runFrom(ctx context.Context, tx pgx.Tx, l loc) error {
 				continue
 			}
 		}
-		switch s.Kind {
-		case "goto":
-			if l.n.depth > 0 {
-				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto inside foreach is not supported", s.ID))
-			}
-			target := a.p.nodes[s.Goto]
-			if target == nil || target.depth > 0 {
-				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto target %q is not a top-level step", s.ID, s.Goto))
-			}
-			a.journal(l, key, store.StepCompleted, mustJSON(map[string]any{"goto": s.Goto}), nil)
-			a.epoch++
-			if a.epoch > a.e.maxJumps {
-				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: more than %d goto jumps in one run (loop guard)", s.ID, a.e.maxJumps))
-			}
-			l = loc{n: target}
-			continue
-		case "fail":
-			msg := "failed by step " + s.ID
-			if s.Fail != nil {
-				env = a.orEnv(env, l)
-				if m, err := s.Fail.String(env); err == nil && m != "" {
-					msg = m
-				} else if err != nil {
-					msg = fmt.Sprintf("step %s: %v", s.ID, err)
-				}
-			}
-			return a.fail(ctx, tx, l, key, msg)
-		case "noop":
-			a.journal(l, key, store.StepCompleted, nil, nil)
-			next, err := a.after(ctx, tx, l, nil)
+		k := a.e.kindOf(s.Kind)
+		if k.arrive != nil {
+			next, err := k.arrive(a, ctx, tx, l, key, env)
 			if err != nil || next == nil {
 				return err
 			}
 			l = *next
 			continue
-		case "foreach":
-			return a.startForeach(ctx, tx, l, key, a.orEnv(env, l))
-		case "delay":
-			wake, err := a.wakeTime(s, a.orEnv(env, l))
-			if err != nil {
-				return a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: %v", s.ID, err))
-			}
-			a.park(l, key, store.StepWaiting, &wake)
-			a.status, a.wakeAt = store.RunWaitingDelay, &wake
-			return nil
-		default:
-			// A side effect: its row and attempt are journaled in this
-			// transaction, before the job that performs it can run.
-			// A run just claimed stays queued (its first step is): the
-			// claim path then writes no update of the run row at all.
-			a.park(l, key, store.StepQueued, nil)
-			if a.status != store.RunWaitingDelay && a.status != store.RunQueued {
-				a.status = store.RunRunning
-			}
-			return nil
 		}
-	}
-}
-
-func (a *advance) wakeTime(s *workflow.Step, env workflow.Env) (time.Time, error) {
-	if s.Delay == nil {
-		return time.Time{}, fmt.Errorf("delay has no duration")
-	}
-	if s.Delay.Until != nil {
-		v, err := s.Delay.Until.Eval(env)
-		if err != nil {
-			return time.Time{}, err
+		// A side effect: its row and attempt are journaled in this
+		// transaction, before the job that performs it can run.
+		// A run just claimed stays queued (its first step is): the
+		// claim path then writes no update of the run row at all.
+		a.park(l, key, store.StepQueued, nil)
+		if a.status != store.RunWaitingDelay && a.status != store.RunQueued {
+			a.status = store.RunRunning
 		}
-		switch t := v.(type) {
-		case time.Time:
-			return t, nil
-		case string:
-			return time.Parse(time.RFC3339, t)
-		default:
-			return time.Time{}, fmt.Errorf("until: want an RFC 3339 time, got %T", v)
-		}
+		return nil
 	}
-	return a.now.Add(s.Delay.Duration), nil
 }
 
 // journal records a pure step's row (created at flush).
@@ -655,16 +596,6 @@ func stepJob(run *store.Run, key string, attempt int, at *time.Time) river.Inser
 		Args:       StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt},
 		InsertOpts: opts,
 	}
-}
-
-// isEffect reports whether a step kind has a side effect (and so runs as a
-// job of its own) rather than being evaluated inline.
-func isEffect(kind string) bool {
-	switch kind {
-	case "http_call", "notify", "send", "delay", "wait_for":
-		return true
-	}
-	return false
 }
 
 func mustJSON(v any) []byte {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/rflow-dev/rflow/store"
 )
@@ -101,11 +100,11 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
+	journal, err := store.RunSteps(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
-	journal, err := store.RunSteps(ctx, tx, id)
+	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -113,48 +112,13 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 	if err != nil {
 		return nil, err
 	}
-	a.status = store.RunRunning
-	for _, step := range steps {
-		n := p.nodes[step.StepID]
-		if n == nil {
-			return nil, fmt.Errorf("run %s: step %s is not in generation %d of %s", id, step.StepID, run.Generation, run.Workflow)
-		}
-		if isEffect(n.step.Kind) {
-			// A side effect: a job at the step's new attempt.
-			a.jobs = append(a.jobs, stepJob(run, step.Key, step.Attempt, nil))
-			a.position = step.Key
-			continue
-		}
-		// A pure step (if, fail, foreach items) is re-evaluated from scratch.
-		_, items, _, err := parseKey(step.Key)
-		if err != nil {
-			return nil, err
-		}
-		delete(a.rows, step.Key)
-		if err := store.DeleteStep(ctx, tx, id, step.Key); err != nil {
-			return nil, err
-		}
-		if err := a.runFrom(ctx, tx, loc{n: n, items: items}); err != nil {
+	at := make([]stepAt, len(steps))
+	for i, step := range steps {
+		if at[i], err = p.stepAt(run, step); err != nil {
 			return nil, err
 		}
 	}
-	// Jobs for reopened rows: InsertSteps creates nothing for them, so
-	// enqueue them directly.
-	var reopened []river.InsertManyParams
-	for _, j := range a.jobs {
-		key := j.Args.(StepArgs).StepKey
-		for _, s := range steps {
-			if s.Key == key {
-				reopened = append(reopened, j)
-			}
-		}
-	}
-	if len(reopened) > 0 {
-		if _, err := e.client.InsertManyTx(ctx, tx, reopened); err != nil {
-			return nil, fmt.Errorf("retry run %s: %w", id, err)
-		}
-	}
-	if ok, err := e.flush(ctx, tx, []*advance{a}, false, nil); err != nil || !ok {
+	if ok, err := e.resumeAt(ctx, tx, a, outcome{reopen: true}, at...); err != nil || !ok {
 		return nil, fmt.Errorf("retry run %s: %w", id, orStale(err))
 	}
 	return store.GetRun(ctx, tx, id, false)

@@ -95,6 +95,7 @@ type Engine struct {
 	node     *store.Node
 	relayer  *relayer.Relayer
 	dryRun   bool
+	kinds    map[string]stepKind
 
 	// River timeouts and the liveness grace (see Config).
 	jobTimeout  time.Duration
@@ -125,6 +126,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		plans:    map[string]*plan{},
 		envVars:  environ(cfg.Project),
 		dryRun:   cfg.DryRun,
+		kinds:    stepKinds(),
 
 		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),

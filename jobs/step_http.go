@@ -189,3 +189,13 @@ func decodeBody(contentType string, raw []byte) any {
 	}
 	return string(raw)
 }
+
+// execHTTP performs an http_call or notify attempt. The fault points
+// bracket the effect: the row is durable before it, the outcome not yet
+// committed after it.
+func (e *Engine) execHTTP(ctx context.Context, x *attempt) (outcome, error) {
+	e.faults.hit(FaultAfterJournal)
+	out := e.doHTTP(ctx, x.run, x.step, x.l.n.step, x.a.env(x.l))
+	e.faults.hit(FaultAfterEffect)
+	return out, nil
+}

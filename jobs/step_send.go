@@ -1,0 +1,189 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/rflow-dev/rflow/relayer"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// execSend hands a send attempt to the relayer. Its idempotency key is made
+// from the journaled attempt, so a job re-run after a crash adopts the
+// transaction it already queued; the relayer's final hook (onTxFinal)
+// settles the step.
+func (e *Engine) execSend(ctx context.Context, x *attempt) (outcome, error) {
+	if e.relayer == nil {
+		return outcome{err: errors.New("send: the project declares no wallets")}, nil
+	}
+	if x.step.Status == store.StepWaiting {
+		return outcome{parked: true}, nil // already handed to the relayer; it resumes the run
+	}
+	req, err := e.sendRequest(x.l.n.step, x.a.env(x.l), externalID(x.run.ID, x.step.Key, x.step.Attempt))
+	if err != nil {
+		return outcome{err: err}, nil
+	}
+	e.faults.hit(FaultAfterJournal)
+	return outcome{parked: true}, e.parkSend(ctx, x.job, x.a, x.step, req)
+}
+
+// sendRequest evaluates a send step into a relayer request.
+func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (relayer.Request, error) {
+	send := s.Send
+	req := relayer.Request{ExternalID: id, Wallet: send.Wallet, DryRun: e.dryRun}
+	n := e.project.Network(send.Network)
+	if n == nil && len(e.project.Networks) == 1 {
+		n = e.project.Networks[0]
+	}
+	if n == nil {
+		return req, fmt.Errorf("send: unknown network %q", send.Network)
+	}
+	req.ChainID = n.ChainID
+	req.Confirmations = n.Confirmations
+	if send.Confirmations != nil {
+		req.Confirmations = *send.Confirmations
+	}
+	if send.Approval != nil {
+		return req, errors.New("send: approval gates are not available in this version of rflow; remove approval:")
+	}
+	if send.Budget != "" {
+		return req, errors.New("send: spend budgets are not enforced by this version of rflow; remove budget: rather than send unguarded")
+	}
+	if c := e.project.Contract(send.Contract); c != nil {
+		req.To = c.Address
+	} else {
+		to, err := send.To.String(env)
+		if err != nil {
+			return req, fmt.Errorf("send to: %w", err)
+		}
+		if !common.IsHexAddress(to) {
+			return req, fmt.Errorf("send to: %q is not an address", to)
+		}
+		req.To = common.HexToAddress(to)
+	}
+	if send.Value != nil {
+		v, err := send.Value.Eval(env)
+		if err != nil {
+			return req, fmt.Errorf("send value: %w", err)
+		}
+		if req.Value, err = workflow.ToBigInt(v); err != nil {
+			return req, fmt.Errorf("send value: %w", err)
+		}
+	}
+	switch {
+	case send.ABIMethod != nil:
+		var err error
+		if req.Data, err = send.Calldata(env); err != nil {
+			return req, fmt.Errorf("send %s: %w", send.Function, err)
+		}
+	case send.Data != nil:
+		d, err := send.Data.String(env)
+		if err != nil {
+			return req, fmt.Errorf("send data: %w", err)
+		}
+		if req.Data, err = hexutil.Decode(d); err != nil {
+			return req, fmt.Errorf("send data: %w", err)
+		}
+	}
+	return req, nil
+}
+
+// parkSend hands a send to the relayer and parks the run as waiting_tx, in
+// one transaction with the job's completion. QueueTx is idempotent on the
+// external id: a job re-run after a crash adopts the send it already queued.
+func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *advance, step *store.StepRun, req relayer.Request) error {
+	return e.jobTx(ctx, job, "send fenced off", func(tx pgx.Tx) error {
+		t, _, err := e.relayer.QueueTx(ctx, tx, req)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		w := &store.Writes{}
+		w.SettleStep(a.run.ID, step.Key, step.Attempt, store.StepOutcome{
+			Status: store.StepWaiting, StartedAt: &now,
+			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
+		})
+		a.status, a.position = store.RunWaitingTx, step.Key
+		ok, err := e.flush(ctx, tx, []*advance{a}, false, w)
+		if err != nil || !ok {
+			return orStale(err)
+		}
+		return nil
+	})
+}
+
+// onTxFinal resumes the run parked on a send when the relayer finalises
+// it, inside the relayer's transaction: the step completes with the
+// receipt (or fails with the reason) and the run moves on atomically. A
+// fenced write rolls back to a savepoint, so the relayer's own writes
+// still commit.
+func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transaction) error {
+	runID, key, attempt, ok := parseExternalID(t.ExternalID)
+	if !ok {
+		return nil // not an engine send
+	}
+	run, err := store.GetRun(ctx, tx, runID, true)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if store.RunTerminal(run.Status) {
+		return nil
+	}
+	journal, err := store.RunSteps(ctx, tx, runID)
+	if err != nil {
+		return err
+	}
+	var step *store.StepRun
+	for _, s := range journal {
+		if s.Key == key {
+			step = s
+		}
+	}
+	if step == nil || step.Attempt != attempt || step.Status != store.StepWaiting {
+		return nil // a stale attempt: its outcome no longer matters
+	}
+	a, at, err := e.locate(ctx, tx, run, journal, step)
+	if err != nil {
+		return fmt.Errorf("send %s: %w", t.ExternalID, err)
+	}
+	out := map[string]any{
+		"tx_id": t.TxID.String(), "external_id": t.ExternalID, "hash": t.Hash.Hex(), "block": int64(t.BlockNumber),
+		"status": string(t.Status), "gas_used": int64(t.GasUsed), "from": t.From.Hex(), "to": t.To.Hex(),
+		"value": t.Value, "dry_run": t.DryRun,
+	}
+	if t.Simulation != nil {
+		out["simulation"] = t.Simulation
+	}
+	o := outcome{output: out, keepOutput: true}
+	if t.Status != relayer.StatusConfirmed && t.Status != relayer.StatusSimulated {
+		msg := fmt.Sprintf("send %s", t.Status)
+		if t.Error != "" {
+			msg += ": " + t.Error
+		}
+		o.err = errors.New(msg)
+	}
+	if a.status == store.RunWaitingTx {
+		a.status = store.RunRunning
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	ok, err = e.resumeAt(ctx, sp, a, o, at)
+	if err != nil || !ok {
+		_ = sp.Rollback(ctx)
+		return err
+	}
+	return sp.Commit(ctx)
+}
