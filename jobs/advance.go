@@ -30,7 +30,7 @@ type advance struct {
 	decoded map[string]any            // step key -> decoded output
 
 	epoch      int
-	status     string
+	status     store.RunStatus
 	position   string
 	errMsg     *string
 	failedStep *string
@@ -301,14 +301,14 @@ func (a *advance) runFrom(ctx context.Context, tx pgx.Tx, l loc) error {
 }
 
 // journal records a pure step's row (created at flush).
-func (a *advance) journal(l loc, key, status string, output []byte, errMsg *string) {
+func (a *advance) journal(l loc, key string, status store.StepStatus, output []byte, errMsg *string) {
 	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: l.n.step.ID, Kind: l.n.step.Kind, Attempt: 1, Status: status, Output: output, Error: errMsg}
 	a.rows[key] = row
 	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: row.StepID, Kind: row.Kind, Status: status, Output: output, Error: errMsg})
 }
 
 // park journals a side-effect step at attempt 1 and enqueues its job.
-func (a *advance) park(l loc, key, status string, wake *time.Time) {
+func (a *advance) park(l loc, key string, status store.StepStatus, wake *time.Time) {
 	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: l.n.step.ID, Kind: l.n.step.Kind, Attempt: 1, Status: status, WakeAt: wake}
 	a.rows[key] = row
 	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: row.StepID, Kind: row.Kind, Status: status, WakeAt: wake})

@@ -147,7 +147,7 @@ func (b *testBundle) waitRun(t *testing.T, id uuid.UUID) *store.Run {
 		var err error
 		run, err = store.GetRun(context.Background(), b.pool, id, false)
 		require.NoError(t, err)
-		return store.RunTerminal(run.Status)
+		return run.Status.Terminal()
 	}, 30*time.Second, 20*time.Millisecond, "run %s never finished", id)
 	return run
 }

@@ -137,7 +137,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if err != nil {
 		return err
 	}
-	if store.RunTerminal(run.Status) {
+	if run.Status.Terminal() {
 		return nil
 	}
 	journal, err := store.RunSteps(ctx, tx, runID)

@@ -48,7 +48,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	if err != nil {
 		return err
 	}
-	if run.Generation != args.Generation || run.Attempt != args.RunAttempt || store.RunTerminal(run.Status) {
+	if run.Generation != args.Generation || run.Attempt != args.RunAttempt || run.Status.Terminal() {
 		e.stale("run moved on", args, run.Status)
 		return nil
 	}
@@ -134,7 +134,7 @@ func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string
 	return err
 }
 
-func (e *Engine) stale(why string, args StepArgs, status string) {
+func (e *Engine) stale(why string, args StepArgs, status any) {
 	e.Stale.Add(1)
 	e.logger.Debug("stale step job ignored", "why", why, "run", args.RunID, "step", args.StepKey,
 		"attempt", args.Attempt, "status", status)

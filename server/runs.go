@@ -78,7 +78,7 @@ func orTrailing(err error) error {
 
 // runListResponse is a page of runs, newest first.
 type runListResponse struct {
-	Runs []*store.Run `json:"runs"`
+	Runs []*Run `json:"runs"`
 	// NextBefore, when set, is the "before" value of the next (older) page.
 	NextBefore *uuid.UUID `json:"next_before,omitempty"`
 }
@@ -87,7 +87,7 @@ const maxListLimit = 1000
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.RunFilter{Workflow: q.Get("workflow"), Status: q.Get("status"), Limit: 50}
+	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: 50}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxListLimit {
@@ -105,7 +105,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Before = &id
 	}
-	if f.Status != "" && !validRunStatus(f.Status) {
+	if f.Status != "" && !f.Status.Valid() {
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
 			message: fmt.Sprintf("unknown status %q", f.Status)})
 		return
@@ -115,34 +115,22 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	resp := runListResponse{Runs: runs}
-	if resp.Runs == nil {
-		resp.Runs = []*store.Run{}
-	}
+	resp := runListResponse{Runs: NewRuns(runs)}
 	if len(runs) == f.Limit {
 		resp.NextBefore = &runs[len(runs)-1].ID
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func validRunStatus(s string) bool {
-	switch s {
-	case store.RunQueued, store.RunRunning, store.RunWaitingDelay, store.RunWaitingTx, store.RunWaitingEvent,
-		store.RunWaitingApproval, store.RunCompleted, store.RunFailed, store.RunCancelled:
-		return true
-	}
-	return false
-}
-
 // runResponse answers retry and cancel: the run as the command left it.
 type runResponse struct {
-	Run *store.Run `json:"run"`
+	Run *Run `json:"run"`
 }
 
 // runDetail is a run with its whole step journal.
 type runDetail struct {
-	Run   *store.Run       `json:"run"`
-	Steps []*store.StepRun `json:"steps"`
+	Run   *Run    `json:"run"`
+	Steps []*Step `json:"steps"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -161,10 +149,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if steps == nil {
-		steps = []*store.StepRun{}
-	}
-	writeJSON(w, http.StatusOK, runDetail{Run: run, Steps: steps})
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps)})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger
@@ -184,7 +169,7 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return 0, nil, err
 			}
-			return http.StatusOK, runResponse{Run: run}, nil
+			return http.StatusOK, runResponse{Run: NewRun(run)}, nil
 		case err == nil:
 			return 0, nil, &apiError{status: http.StatusConflict, code: "idempotency_key_reused",
 				message: fmt.Sprintf("Idempotency-Key %q already retried run %s (attempt %d) with a different request; "+
@@ -206,7 +191,7 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, runResponse{Run: run}, nil
+		return http.StatusOK, runResponse{Run: NewRun(run)}, nil
 	})
 }
 
@@ -221,7 +206,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	}
 	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
 		run, err := s.actOnRun(ctx, tx, id, func(run *store.Run) *apiError {
-			if store.RunTerminal(run.Status) && run.Status != store.RunCancelled {
+			if run.Status.Terminal() && run.Status != store.RunCancelled {
 				return &apiError{status: http.StatusConflict, code: "invalid_state",
 					message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
 			}
@@ -230,7 +215,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, runResponse{Run: run}, nil
+		return http.StatusOK, runResponse{Run: NewRun(run)}, nil
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,47 +14,65 @@ import (
 	"github.com/rflow-dev/rflow/redact"
 )
 
+// RunStatus is where a run stands (the workflow_runs.status column).
+type RunStatus string
+
 // Run statuses.
 const (
-	RunQueued          = "queued"
-	RunRunning         = "running"
-	RunWaitingDelay    = "waiting_delay"
-	RunWaitingTx       = "waiting_tx"
-	RunWaitingEvent    = "waiting_event"
-	RunWaitingApproval = "waiting_approval"
-	RunCompleted       = "completed"
-	RunFailed          = "failed"
-	RunCancelled       = "cancelled"
+	RunQueued          RunStatus = "queued"
+	RunRunning         RunStatus = "running"
+	RunWaitingDelay    RunStatus = "waiting_delay"
+	RunWaitingTx       RunStatus = "waiting_tx"
+	RunWaitingEvent    RunStatus = "waiting_event"
+	RunWaitingApproval RunStatus = "waiting_approval"
+	RunCompleted       RunStatus = "completed"
+	RunFailed          RunStatus = "failed"
+	RunCancelled       RunStatus = "cancelled"
 )
 
-// RunTerminal reports whether a run in status can no longer change (short of
-// an operator's retry of a failed run).
-func RunTerminal(status string) bool {
-	return status == RunCompleted || status == RunFailed || status == RunCancelled
+// RunStatuses lists every run status, in lifecycle order.
+func RunStatuses() []RunStatus {
+	return []RunStatus{RunQueued, RunRunning, RunWaitingDelay, RunWaitingTx, RunWaitingEvent, RunWaitingApproval,
+		RunCompleted, RunFailed, RunCancelled}
+}
+
+// Valid reports whether s is one of RunStatuses.
+func (s RunStatus) Valid() bool { return slices.Contains(RunStatuses(), s) }
+
+// Terminal reports whether a run in status s can no longer change (short
+// of an operator's retry of a failed run).
+func (s RunStatus) Terminal() bool {
+	return s == RunCompleted || s == RunFailed || s == RunCancelled
+}
+
+// Waiting reports whether a run in status s is parked on something outside
+// itself (a delay, a transaction, an event, an approval).
+func (s RunStatus) Waiting() bool {
+	return s == RunWaitingDelay || s == RunWaitingTx || s == RunWaitingEvent || s == RunWaitingApproval
 }
 
 // Run is one workflow run: the claimed trigger occurrence and where its
 // execution stands.
 type Run struct {
-	ID          uuid.UUID       `json:"id"`
-	Workflow    string          `json:"workflow"`
-	Generation  int64           `json:"generation"`
-	Attempt     int             `json:"attempt"`
-	TriggerKey  string          `json:"trigger_key"`
-	TriggerKind string          `json:"trigger_kind"`
-	Trigger     json.RawMessage `json:"trigger"`
-	Status      string          `json:"status"`
-	Position    *string         `json:"position,omitempty"`
-	Epoch       int             `json:"-"`
-	Error       *string         `json:"error,omitempty"`
-	FailedStep  *string         `json:"failed_step,omitempty"`
-	ChainID     *int64          `json:"chain_id,omitempty"`
-	BlockNumber *int64          `json:"block_number,omitempty"`
-	OrphanedAt  *time.Time      `json:"orphaned_at,omitempty"`
-	WakeAt      *time.Time      `json:"wake_at,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	ID          uuid.UUID
+	Workflow    string
+	Generation  int64
+	Attempt     int
+	TriggerKey  string
+	TriggerKind string
+	Trigger     json.RawMessage
+	Status      RunStatus
+	Position    *string
+	Epoch       int
+	Error       *string
+	FailedStep  *string
+	ChainID     *int64
+	BlockNumber *int64
+	OrphanedAt  *time.Time
+	WakeAt      *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	FinishedAt  *time.Time
 }
 
 const runColumns = `id, workflow_name, generation, attempt, trigger_key, trigger_kind, trigger, status, position,
@@ -98,7 +117,7 @@ func GetRun(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Run, e
 // RunFilter selects runs for ListRuns.
 type RunFilter struct {
 	Workflow string
-	Status   string
+	Status   RunStatus // empty: any
 	Limit    int
 	// Before pages backwards: runs created strictly before this run.
 	Before *uuid.UUID
@@ -125,7 +144,7 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 // RunUpdate is the new state of a run, written by the engine together with
 // the step outcome that caused it.
 type RunUpdate struct {
-	Status     string
+	Status     RunStatus
 	Position   string
 	Epoch      int
 	Error      *string
@@ -145,7 +164,7 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 	if r.Status == RunCancelled {
 		return r, nil
 	}
-	if RunTerminal(r.Status) {
+	if r.Status.Terminal() {
 		return r, fmt.Errorf("run %s is already %s", id, r.Status)
 	}
 	_, err = tx.Exec(ctx, `

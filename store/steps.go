@@ -5,38 +5,51 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
+// StepStatus is where one journaled step stands (the step_runs.status
+// column).
+type StepStatus string
+
 // Step statuses.
 const (
-	StepQueued    = "queued"
-	StepRetrying  = "retrying"
-	StepWaiting   = "waiting"
-	StepCompleted = "completed"
-	StepFailed    = "failed"
-	StepSkipped   = "skipped"
-	StepCancelled = "cancelled"
+	StepQueued    StepStatus = "queued"
+	StepRetrying  StepStatus = "retrying"
+	StepWaiting   StepStatus = "waiting"
+	StepCompleted StepStatus = "completed"
+	StepFailed    StepStatus = "failed"
+	StepSkipped   StepStatus = "skipped"
+	StepCancelled StepStatus = "cancelled"
 )
+
+// StepStatuses lists every step status.
+func StepStatuses() []StepStatus {
+	return []StepStatus{StepQueued, StepRetrying, StepWaiting, StepCompleted, StepFailed, StepSkipped, StepCancelled}
+}
+
+// Valid reports whether s is one of StepStatuses.
+func (s StepStatus) Valid() bool { return slices.Contains(StepStatuses(), s) }
 
 // StepRun is one row of the step journal.
 type StepRun struct {
-	RunID      uuid.UUID       `json:"run_id"`
-	Key        string          `json:"step_key"`
-	StepID     string          `json:"step_id"`
-	Kind       string          `json:"kind"`
-	Attempt    int             `json:"attempt"`
-	Status     string          `json:"status"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Output     json.RawMessage `json:"output,omitempty"`
-	Error      *string         `json:"error,omitempty"`
-	WakeAt     *time.Time      `json:"wake_at,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at,omitempty"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	RunID      uuid.UUID
+	Key        string
+	StepID     string
+	Kind       string
+	Attempt    int
+	Status     StepStatus
+	Input      json.RawMessage
+	Output     json.RawMessage
+	Error      *string
+	WakeAt     *time.Time
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
 }
 
 const stepColumns = `run_id, step_key, step_id, kind, attempt, status, input, output, error, wake_at,
@@ -65,7 +78,7 @@ type NewStep struct {
 	Key    string
 	StepID string
 	Kind   string
-	Status string
+	Status StepStatus
 	Input  []byte
 	Output []byte
 	Error  *string
@@ -80,7 +93,7 @@ type StepRef struct {
 
 // StepOutcome is how a step attempt ended.
 type StepOutcome struct {
-	Status    string // completed, failed, retrying, waiting
+	Status    StepStatus // completed, failed, retrying, waiting
 	Output    []byte
 	Error     *string
 	StartedAt *time.Time

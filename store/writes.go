@@ -41,7 +41,7 @@ func (w *Writes) SettleStep(runID uuid.UUID, key string, attempt int, o StepOutc
 
 // SetStepOutput queues an overwrite of a step's status and output (foreach
 // progress; the row is locked by the caller).
-func (w *Writes) SetStepOutput(runID uuid.UUID, key, status string, output []byte) {
+func (w *Writes) SetStepOutput(runID uuid.UUID, key string, status StepStatus, output []byte) {
 	w.batch.Queue(`
 		UPDATE rflow.step_runs SET status = $3, output = $4::jsonb,
 			finished_at = CASE WHEN $3 IN ('completed', 'failed') THEN now() END
@@ -63,7 +63,7 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
 	wakes := make([]*time.Time, n)
 	for i, s := range steps {
-		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, s.Status
+		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, string(s.Status)
 		inputs[i], outputs[i], errs[i], wakes[i] = jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt
 	}
 	w.batch.Queue(`
@@ -170,7 +170,7 @@ func CopySteps(ctx context.Context, tx pgx.Tx, steps []NewStep) error {
 			case StepCompleted, StepSkipped, StepFailed:
 				finished = &now
 			}
-			return []any{s.RunID, s.Key, s.StepID, s.Kind, s.Status, jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, finished}, nil
+			return []any{s.RunID, s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, finished}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("journal %d first step(s): %w", len(steps), err)

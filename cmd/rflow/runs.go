@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -62,7 +63,10 @@ func runID(c *cli.Context) (uuid.UUID, error) {
 }
 
 func runsList(c *cli.Context) error {
-	status := c.String("status")
+	status := store.RunStatus(c.String("status"))
+	if status != "" && !status.Valid() {
+		return usagef("--status %q is not a run status; use one of %s", status, joinStatuses(store.RunStatuses()))
+	}
 	if c.Bool("failed") {
 		status = store.RunFailed
 	}
@@ -75,10 +79,7 @@ func runsList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if runs == nil {
-		runs = []*store.Run{}
-	}
-	if done, err := printJSON(c, runs); done || err != nil {
+	if done, err := printJSON(c, server.NewRuns(runs)); done || err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
@@ -94,9 +95,10 @@ func runsList(c *cli.Context) error {
 	return w.Flush()
 }
 
+// runDetail is `runs show -o json`: the run's API fields with its journal.
 type runDetail struct {
-	*store.Run
-	Steps []*store.StepRun `json:"steps"`
+	*server.Run
+	Steps []*server.Step `json:"steps"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -117,10 +119,7 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if steps == nil {
-		steps = []*store.StepRun{}
-	}
-	if done, err := printJSON(c, runDetail{run, steps}); done || err != nil {
+	if done, err := printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps)}); done || err != nil {
 		return err
 	}
 	out := c.App.Writer
@@ -180,7 +179,7 @@ func mutateRun(c *cli.Context, verb string, fn func(context.Context, *jobs.Engin
 	if err != nil {
 		return notFound(err)
 	}
-	if done, err := printJSON(c, run); done || err != nil {
+	if done, err := printJSON(c, server.NewRun(run)); done || err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "run %s %s (status %s)\n", run.ID, verb, run.Status)
@@ -284,4 +283,12 @@ func runCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+func joinStatuses(ss []store.RunStatus) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return strings.Join(out, ", ")
 }

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/big"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rflow-dev/rflow/redact"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
+)
+
+// devView prints the live view: runs as they are claimed, step by step, and
+// completed. On a terminal it is tidy (symbols, colors, short ids); otherwise
+// it is plain key=value lines, one event per line, for logs and tests.
+type devView struct {
+	mu  sync.Mutex
+	w   io.Writer
+	tty bool
+
+	// notes holds notifications the local endpoint received, by the
+	// request's Idempotency-Key (<run id>:<step key>), until the step's line
+	// is printed: the view polls the journal, so the request comes first.
+	notesMu sync.Mutex
+	notes   map[string][]string
+}
+
+// maxNotes bounds notes kept for steps the view never prints (runs claimed
+// before it started).
+const maxNotes = 1000
+
+func newDevView(w io.Writer) *devView {
+	v := &devView{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb" {
+			v.tty = true
+		}
+	}
+	return v
+}
+
+const (
+	ansiReset = "\x1b[0m"
+	ansiDim   = "\x1b[2m"
+	ansiBold  = "\x1b[1m"
+	ansiGreen = "\x1b[32m"
+	ansiRed   = "\x1b[31m"
+	ansiCyan  = "\x1b[36m"
+	ansiYell  = "\x1b[33m"
+)
+
+// color wraps s in an ANSI color on a terminal (unless NO_COLOR is set).
+func (v *devView) color(code, s string) string {
+	if !v.tty || os.Getenv("NO_COLOR") != "" {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func (v *devView) printf(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	fmt.Fprintf(v.w, format+"\n", args...)
+}
+
+func (v *devView) stamp(t time.Time) string {
+	if v.tty {
+		return v.color(ansiDim, t.Local().Format("15:04:05"))
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoint, httpAddr string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s project %s (examples/quickstart, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, len(p.Workflows))
+	if db.Embedded != nil {
+		fmt.Fprintf(&b, "  postgres  embedded, pid %d, data in %s\n", db.Embedded.Pid(), db.Embedded.DataDir())
+	} else {
+		fmt.Fprintf(&b, "  postgres  your database (--database-url)\n")
+	}
+	fmt.Fprintf(&b, "  database  %s\n", redact.URL(db.URL))
+	fmt.Fprintf(&b, "  chain     %s, chain id %d, %s\n", ch.desc, ch.chainID, ch.url)
+	fmt.Fprintf(&b, "  contract  Emitter at %s\n", ch.contract.Hex())
+	fmt.Fprintf(&b, "  endpoint  %s/dev/echo, %s/dev/notify\n", endpoint, endpoint)
+	if httpAddr != "" {
+		fmt.Fprintf(&b, "  http      %s (/healthz)\n", httpAddr)
+	}
+	fmt.Fprintf(&b, "Watching runs; Ctrl-C stops everything.")
+	v.printf("%s", b.String())
+}
+
+func (v *devView) deposit(tx common.Hash, amount *big.Int) {
+	amt := formatEther(amount)
+	if v.tty {
+		v.printf("%s %s deposit %s ETH  %s", v.stamp(time.Now()), v.color(ansiCyan, "⛓"), amt, v.color(ansiDim, short(tx.Hex(), 12)))
+		return
+	}
+	v.printf("%s chain deposit amount=%s tx=%s", v.stamp(time.Now()), amt, tx.Hex())
+}
+
+// notify keeps a notification for the line of the step that sent it.
+func (v *devView) notify(key, text string) {
+	v.notesMu.Lock()
+	defer v.notesMu.Unlock()
+	if v.notes == nil || len(v.notes) >= maxNotes {
+		v.notes = map[string][]string{}
+	}
+	v.notes[key] = append(v.notes[key], text)
+}
+
+// takeNotes returns and forgets the notifications a step sent.
+func (v *devView) takeNotes(run uuid.UUID, step string) []string {
+	v.notesMu.Lock()
+	defer v.notesMu.Unlock()
+	key := run.String() + ":" + step
+	n := v.notes[key]
+	delete(v.notes, key)
+	return n
+}
+
+// formatEther prints wei as ether with up to 4 decimals.
+func formatEther(wei *big.Int) string {
+	r := new(big.Rat).SetFrac(wei, big.NewInt(weiPerEther))
+	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
+}
+
+// shortID is the end of a run id: its random part (the start of a UUIDv7 is
+// a timestamp, the same for runs claimed together).
+func shortID(id uuid.UUID) string {
+	s := id.String()
+	return s[len(s)-8:]
+}
+
+func short(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// watchedRun is what the view has already printed about a run.
+type watchedRun struct {
+	status store.RunStatus
+	steps  map[string]store.StepStatus // step key → last printed status
+}
+
+// watch polls the journal every 300ms and prints what changed, until ctx
+// ends. Only runs claimed since the view started are shown.
+func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, since time.Time) {
+	seen := map[uuid.UUID]*watchedRun{}
+	t := time.NewTicker(300 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if err := v.poll(ctx, pool, since, seen); err != nil && ctx.Err() == nil {
+			v.printf("%s live view: %v", v.stamp(time.Now()), err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, since time.Time, seen map[uuid.UUID]*watchedRun) error {
+	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 100})
+	if err != nil {
+		return err
+	}
+	for i := len(runs) - 1; i >= 0; i-- { // oldest first
+		r := runs[i]
+		w := seen[r.ID]
+		if w == nil {
+			if r.CreatedAt.Before(since.Add(-time.Second)) {
+				continue
+			}
+			w = &watchedRun{steps: map[string]store.StepStatus{}}
+			seen[r.ID] = w
+			v.claimed(r)
+		}
+		if w.status.Terminal() {
+			continue
+		}
+		steps, err := store.RunSteps(ctx, pool, r.ID)
+		if err != nil {
+			return err
+		}
+		var changed []*store.StepRun
+		for _, s := range steps {
+			if w.steps[s.Key] != s.Status && settledStep(s.Status) {
+				w.steps[s.Key] = s.Status
+				changed = append(changed, s)
+			}
+		}
+		slices.SortStableFunc(changed, func(a, b *store.StepRun) int { return stepTime(a).Compare(stepTime(b)) })
+		for _, s := range changed {
+			v.step(r, s)
+		}
+		if r.Status != w.status {
+			w.status = r.Status
+			if r.Status.Terminal() || r.Status.Waiting() {
+				v.runStatus(r)
+			}
+		}
+	}
+	// Forget finished runs that fell out of the window.
+	if len(seen) > 500 {
+		keep := map[uuid.UUID]bool{}
+		for _, r := range runs {
+			keep[r.ID] = true
+		}
+		for id := range seen {
+			if !keep[id] {
+				delete(seen, id)
+			}
+		}
+	}
+	return nil
+}
+
+// stepTime is when a step last changed, as far as the journal says.
+func stepTime(s *store.StepRun) time.Time {
+	switch {
+	case s.FinishedAt != nil:
+		return *s.FinishedAt
+	case s.StartedAt != nil:
+		return *s.StartedAt
+	}
+	return s.CreatedAt
+}
+
+func settledStep(status store.StepStatus) bool {
+	switch status {
+	case store.StepCompleted, store.StepFailed, store.StepSkipped, store.StepRetrying, store.StepWaiting, store.StepCancelled:
+		return true
+	}
+	return false
+}
+
+func (v *devView) claimed(r *store.Run) {
+	if v.tty {
+		v.printf("%s %s %s %s  claimed  %s", v.stamp(r.CreatedAt), v.color(ansiCyan, "▸"), v.color(ansiBold, r.Workflow),
+			v.color(ansiDim, shortID(r.ID)), v.color(ansiDim, short(r.TriggerKey, 40)))
+		return
+	}
+	v.printf("%s run=%s workflow=%s claimed key=%s", v.stamp(r.CreatedAt), r.ID, r.Workflow, r.TriggerKey)
+}
+
+func (v *devView) step(r *store.Run, s *store.StepRun) {
+	at := stepTime(s)
+	took := ""
+	if s.StartedAt != nil && s.FinishedAt != nil {
+		took = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
+	}
+	errText := ""
+	if s.Error != nil {
+		errText = oneLine(*s.Error, 80)
+	}
+	if v.tty {
+		mark := map[store.StepStatus]string{
+			store.StepCompleted: v.color(ansiGreen, "✓"), store.StepFailed: v.color(ansiRed, "✗"),
+			store.StepSkipped: v.color(ansiDim, "↷"), store.StepRetrying: v.color(ansiYell, "↻"),
+			store.StepWaiting: v.color(ansiYell, "…"), store.StepCancelled: v.color(ansiDim, "⊘"),
+		}[s.Status]
+		detail := took
+		if s.Status != store.StepCompleted {
+			detail = strings.TrimSpace(string(s.Status) + " " + errText)
+		}
+		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
+		for _, n := range v.takeNotes(r.ID, s.Key) {
+			v.printf("%s       %s %s", v.stamp(at), v.color(ansiYell, "✉"), n)
+		}
+		return
+	}
+	line := fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status)
+	if took != "" {
+		line += " took=" + took
+	}
+	if errText != "" {
+		line += fmt.Sprintf(" error=%q", errText)
+	}
+	for _, n := range v.takeNotes(r.ID, s.Key) {
+		line += fmt.Sprintf(" notify=%q", n)
+	}
+	v.printf("%s", line)
+}
+
+func (v *devView) runStatus(r *store.Run) {
+	at := r.UpdatedAt
+	took := ""
+	if r.FinishedAt != nil {
+		at = *r.FinishedAt
+		took = r.FinishedAt.Sub(r.CreatedAt).Round(time.Millisecond).String()
+	}
+	errText := ""
+	if r.Error != nil {
+		errText = oneLine(*r.Error, 80)
+	}
+	if v.tty {
+		mark, word := v.color(ansiYell, "…"), string(r.Status)
+		switch r.Status {
+		case store.RunCompleted:
+			mark, word = v.color(ansiGreen, "✓"), v.color(ansiGreen, "completed")
+		case store.RunFailed:
+			mark, word = v.color(ansiRed, "✗"), v.color(ansiRed, "failed")
+		case store.RunCancelled:
+			mark = v.color(ansiDim, "⊘")
+		}
+		detail := strings.TrimSpace(took + " " + errText)
+		if took != "" {
+			detail = "in " + detail
+		}
+		v.printf("%s %s %s %s  %s %s", v.stamp(at), mark, v.color(ansiBold, r.Workflow), v.color(ansiDim, shortID(r.ID)),
+			word, v.color(ansiDim, detail))
+		return
+	}
+	line := fmt.Sprintf("%s run=%s workflow=%s %s", v.stamp(at), r.ID, r.Workflow, r.Status)
+	if took != "" {
+		line += " took=" + took
+	}
+	if errText != "" {
+		line += fmt.Sprintf(" error=%q", errText)
+	}
+	v.printf("%s", line)
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// Run is a run as the API shows it (and `rflow runs … -o json`). It is the
+// API's own type, mapped from store.Run, so a column change in the store is
+// not an API change: change this only together with docs/openapi.yaml.
+type Run struct {
+	ID          uuid.UUID       `json:"id"`
+	Workflow    string          `json:"workflow"`
+	Generation  int64           `json:"generation"`
+	Attempt     int             `json:"attempt"`
+	TriggerKey  string          `json:"trigger_key"`
+	TriggerKind string          `json:"trigger_kind"`
+	Trigger     json.RawMessage `json:"trigger"`
+	Status      string          `json:"status"`
+	Position    *string         `json:"position,omitempty"`
+	Error       *string         `json:"error,omitempty"`
+	FailedStep  *string         `json:"failed_step,omitempty"`
+	ChainID     *int64          `json:"chain_id,omitempty"`
+	BlockNumber *int64          `json:"block_number,omitempty"`
+	OrphanedAt  *time.Time      `json:"orphaned_at,omitempty"`
+	WakeAt      *time.Time      `json:"wake_at,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+}
+
+// NewRun maps a stored run to its API form.
+func NewRun(r *store.Run) *Run {
+	if r == nil {
+		return nil
+	}
+	return &Run{
+		ID: r.ID, Workflow: r.Workflow, Generation: r.Generation, Attempt: r.Attempt,
+		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: r.Trigger, Status: string(r.Status),
+		Position: r.Position, Error: r.Error, FailedStep: r.FailedStep, ChainID: r.ChainID, BlockNumber: r.BlockNumber,
+		OrphanedAt: r.OrphanedAt, WakeAt: r.WakeAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+	}
+}
+
+// NewRuns maps a list of stored runs; it is never nil (an empty list is
+// `[]` in JSON).
+func NewRuns(rs []*store.Run) []*Run {
+	out := make([]*Run, len(rs))
+	for i, r := range rs {
+		out[i] = NewRun(r)
+	}
+	return out
+}
+
+// Step is one journal row as the API shows it.
+type Step struct {
+	RunID      uuid.UUID       `json:"run_id"`
+	Key        string          `json:"step_key"`
+	StepID     string          `json:"step_id"`
+	Kind       string          `json:"kind"`
+	Attempt    int             `json:"attempt"`
+	Status     string          `json:"status"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      *string         `json:"error,omitempty"`
+	WakeAt     *time.Time      `json:"wake_at,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at,omitempty"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+}
+
+// NewSteps maps a run's journal; it is never nil.
+func NewSteps(ss []*store.StepRun) []*Step {
+	out := make([]*Step, len(ss))
+	for i, s := range ss {
+		out[i] = &Step{
+			RunID: s.RunID, Key: s.Key, StepID: s.StepID, Kind: s.Kind, Attempt: s.Attempt, Status: string(s.Status),
+			Input: s.Input, Output: s.Output, Error: s.Error, WakeAt: s.WakeAt,
+			CreatedAt: s.CreatedAt, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt,
+		}
+	}
+	return out
+}
