@@ -19,6 +19,7 @@ import (
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // gate is the claim gate as a chain.Claimer (no River jobs). It counts the
@@ -123,12 +124,12 @@ func BenchmarkChainIngest(b *testing.B) {
 			d := chain.Decoded{Event: "Deposit", Address: e.Address, Block: uint64(j / perTx),
 				BlockHash: common.BigToHash(big.NewInt(int64(j / perTx))), TxHash: common.BigToHash(big.NewInt(int64(j))),
 				LogIndex: uint(j % perTx), Args: map[string]any{"sender": e.From.Hex(), "amount": big.NewInt(int64(j))}}
-			payload, err := chain.EventPayload{Event: d, Block: d.Block, Phase: chain.PhaseHead}.MarshalJSON()
+			payload, err := trigger.EventPayload{Event: d, Block: d.Block, Phase: string(chain.PhaseHead)}.MarshalJSON()
 			if err != nil {
 				b.Fatal(err)
 			}
 			claims[j] = store.Claim{Workflow: "raw", TriggerKey: fmt.Sprintf("%d:%d:%s:%d", i, anviltest.ChainID, d.TxHash.Hex(), d.LogIndex),
-				TriggerKind: "event", Trigger: payload, ChainID: anviltest.ChainID, BlockNumber: int64(d.Block), BlockHash: d.BlockHash.Hex()}
+				TriggerKind: trigger.Event, Trigger: payload, ChainID: anviltest.ChainID, BlockNumber: int64(d.Block), BlockHash: d.BlockHash.Hex()}
 		}
 		start := time.Now()
 		for j := 0; j < total; j += 500 {

@@ -7,13 +7,8 @@ import (
 	"strconv"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
-
-// BlockPayload is the JSON trigger payload of a block claim.
-type BlockPayload struct {
-	Block     uint64 `json:"block"`
-	BlockHash string `json:"block_hash"`
-}
 
 func (s *Service) addBlock(t BlockTrigger) error {
 	n, err := s.network(t.Network, "block trigger "+t.Workflow)
@@ -36,12 +31,12 @@ func (s *Service) addBlock(t BlockTrigger) error {
 			}
 			b := batch{hashes: hashes}
 			for _, num := range everyN(from, to, t.Every) {
-				payload, err := json.Marshal(BlockPayload{Block: uint64(num), BlockHash: hashes[num]})
+				payload, err := json.Marshal(trigger.BlockPayload{Block: uint64(num), BlockHash: hashes[num]})
 				if err != nil {
 					return batch{}, err
 				}
 				b.claims = append(b.claims, store.Claim{Workflow: t.Workflow, TriggerKey: strconv.FormatInt(num, 10),
-					TriggerKind: "block", Trigger: payload, ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hashes[num]})
+					TriggerKind: trigger.Block, Trigger: payload, ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hashes[num]})
 			}
 			return b, nil
 		}

@@ -4,39 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
-
-// EventPayload is the JSON trigger payload of an event claim (exposed to
-// workflow expressions as `trigger`): the decoded log as `event` (see
-// Decoded.Fields; uint256 values are exact JSON numbers), its block and the
-// phase it was claimed in.
-type EventPayload struct {
-	Event Decoded `json:"event"`
-	Block uint64  `json:"block"`
-	Phase Phase   `json:"phase"`
-}
-
-// MarshalJSON encodes the payload without reflection (the ingestion hot
-// path).
-func (p EventPayload) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 512)
-	b = append(b, `{"event":`...)
-	b, err := p.Event.AppendJSON(b)
-	if err != nil {
-		return nil, err
-	}
-	b = append(b, `,"block":`...)
-	b = strconv.AppendUint(b, p.Block, 10)
-	b = append(b, `,"phase":`...)
-	b = appendJSONString(b, string(p.Phase))
-	return append(b, '}'), nil
-}
 
 // EventKey is an event claim's trigger key: chain_id:tx_hash:log_index, with
 // the phase appended under run_on: both.
@@ -110,7 +84,7 @@ func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Pha
 	c := store.Claim{
 		Workflow:    t.Workflow,
 		TriggerKey:  EventKey(n.cfg.ChainID, l.TxHash, l.Index, phase, both),
-		TriggerKind: "event",
+		TriggerKind: trigger.Event,
 		ChainID:     n.cfg.ChainID,
 		BlockNumber: int64(l.BlockNumber),
 		BlockHash:   l.BlockHash.Hex(),
@@ -136,7 +110,7 @@ func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Pha
 			return store.Claim{}, false, nil
 		}
 	}
-	c.Trigger, err = EventPayload{Event: d, Block: l.BlockNumber, Phase: phase}.MarshalJSON()
+	c.Trigger, err = trigger.EventPayload{Event: d, Block: l.BlockNumber, Phase: string(phase)}.MarshalJSON()
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
 	}

@@ -12,17 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
-
-// ReadPayload is the JSON trigger payload of a read claim: the decoded view
-// result (one output as its value, several as an object by name), the block
-// it was read at, and for interval reads the poll instant.
-type ReadPayload struct {
-	Result    any    `json:"result"`
-	Block     uint64 `json:"block"`
-	BlockHash string `json:"block_hash"`
-	Tick      string `json:"tick,omitempty"`
-}
 
 func (s *Service) addRead(t ReadTrigger) error {
 	n, err := s.network(t.Network, "read trigger "+t.Workflow)
@@ -125,11 +116,11 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 			return store.Claim{}, false, nil
 		}
 	}
-	payload, err := json.Marshal(ReadPayload{Result: result, Block: block, BlockHash: hash, Tick: tick})
+	payload, err := json.Marshal(trigger.ReadPayload{Result: result, Block: block, BlockHash: hash, Tick: tick})
 	if err != nil {
 		return store.Claim{}, false, err
 	}
-	return store.Claim{Workflow: t.Workflow, TriggerKey: key, TriggerKind: "read", Trigger: payload,
+	return store.Claim{Workflow: t.Workflow, TriggerKey: key, TriggerKind: trigger.Read, Trigger: payload,
 		ChainID: n.cfg.ChainID, BlockNumber: num, BlockHash: hash, TriggerError: failed}, true, nil
 }
 

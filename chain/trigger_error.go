@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // Nothing a trigger reads is dropped: a log the event's ABI cannot decode,
@@ -23,16 +25,16 @@ type UndecodablePayload struct {
 
 // Redecode decodes an UndecodablePayload's log with ev and returns the
 // payload a decodable log is claimed with.
-func Redecode(ev *Event, payload []byte) (EventPayload, error) {
+func Redecode(ev *Event, payload []byte) (trigger.EventPayload, error) {
 	var p UndecodablePayload
 	if err := json.Unmarshal(payload, &p); err != nil {
-		return EventPayload{}, fmt.Errorf("trigger payload: %w", err)
+		return trigger.EventPayload{}, fmt.Errorf("trigger payload: %w", err)
 	}
 	d, err := ev.Decode(p.Log)
 	if err != nil {
-		return EventPayload{}, decodeError(ev, err)
+		return trigger.EventPayload{}, decodeError(ev, err)
 	}
-	return EventPayload{Event: d, Block: p.Block, Phase: p.Phase}, nil
+	return trigger.EventPayload{Event: d, Block: p.Block, Phase: string(p.Phase)}, nil
 }
 
 func decodeError(ev *Event, err error) error {

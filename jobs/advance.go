@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -99,14 +100,14 @@ func (a *advance) triggerData() map[string]any {
 // env builds the expression environment seen by a step at l.
 func (a *advance) env(l loc) workflow.Env {
 	data := a.triggerData()
-	trigger := make(map[string]any, len(data)+2)
+	tv := make(map[string]any, len(data)+2)
 	for k, v := range data {
-		trigger[k] = v
+		tv[k] = v
 	}
-	trigger["key"] = a.run.TriggerKey
-	trigger["kind"] = a.run.TriggerKind
+	tv["key"] = a.run.TriggerKey
+	tv["kind"] = string(a.run.TriggerKind) // expressions see plain strings
 	env := workflow.Env{
-		"trigger": trigger,
+		"trigger": tv,
 		"run": map[string]any{
 			"id": a.run.ID.String(), "workflow": a.run.Workflow, "attempt": int64(a.run.Attempt),
 			"generation": a.run.Generation,
@@ -114,11 +115,11 @@ func (a *advance) env(l loc) workflow.Env {
 		"env": a.e.envVars,
 	}
 	switch a.run.TriggerKind {
-	case "event":
+	case trigger.Event:
 		env["event"] = data["event"]
-	case "read":
+	case trigger.Read:
 		env["result"] = data["result"]
-	case "webhook":
+	case trigger.Webhook:
 		env["headers"] = data["headers"]
 		env["body"] = data["body"]
 	}
@@ -129,7 +130,7 @@ func (a *advance) env(l loc) workflow.Env {
 			continue
 		}
 		if row := a.visible(id, l.items[:n.depth]); row != nil {
-			steps[id] = map[string]any{"output": a.output(row), "status": row.Status}
+			steps[id] = map[string]any{"output": a.output(row), "status": string(row.Status)}
 		}
 	}
 	env["steps"] = steps

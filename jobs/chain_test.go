@@ -18,6 +18,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -109,7 +110,7 @@ workflows:
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	for _, r := range runs {
-		require.Equal(t, "event", r.TriggerKind)
+		require.Equal(t, trigger.Event, r.TriggerKind)
 		require.Regexp(t, `^31337:0x[0-9a-f]{64}:\d+$`, r.TriggerKey)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -160,7 +161,7 @@ workflows:
 	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Workflow: "assets"})
 	require.NoError(t, err)
 	for _, r := range runs {
-		require.Equal(t, "read", r.TriggerKind)
+		require.Equal(t, trigger.Read, r.TriggerKind)
 		require.Regexp(t, `^\d+$`, r.TriggerKey, "every-N-blocks reads are keyed by block number")
 	}
 }

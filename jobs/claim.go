@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // ClaimTx passes claims through the claim gate and, for each claim that
@@ -83,7 +84,7 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 	if err != nil {
 		return uuid.Nil, false, fmt.Errorf("workflow %s: %w", c.Workflow, err)
 	}
-	if n == 0 && !same && c.TriggerKind == "manual" {
+	if n == 0 && !same && c.TriggerKind == trigger.Manual {
 		return uuid.Nil, false, &store.TriggerKeyConflict{Workflow: c.Workflow, Key: c.TriggerKey, RunID: id}
 	}
 	return id, n == 1, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -88,8 +89,11 @@ func (e *Engine) claimTicks(ctx context.Context, name string, ticks []time.Time)
 	claims := make([]store.Claim, len(ticks))
 	for i, tick := range ticks {
 		key := tick.UTC().Format(time.RFC3339)
-		payload, _ := json.Marshal(map[string]string{"tick": key})
-		claims[i] = store.Claim{Workflow: name, TriggerKey: key, TriggerKind: "cron", Trigger: payload}
+		payload, err := json.Marshal(trigger.CronPayload{Tick: key})
+		if err != nil {
+			return err
+		}
+		claims[i] = store.Claim{Workflow: name, TriggerKey: key, TriggerKind: trigger.Cron, Trigger: payload}
 	}
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		_, err := e.ClaimTx(ctx, tx, claims)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -118,7 +119,7 @@ func (e *Engine) recheckTrigger(wf *workflow.Workflow, run *store.Run) ([]byte, 
 	data, _ := v.(map[string]any)
 	t := wf.Trigger
 	switch {
-	case run.TriggerKind == "event" && t.Event != nil:
+	case run.TriggerKind == trigger.Event && t.Event != nil:
 		payload, fields := run.Trigger, data["event"]
 		if _, raw := data["log"]; raw {
 			c := e.project.Contract(t.Event.Contract)
@@ -136,7 +137,7 @@ func (e *Engine) recheckTrigger(wf *workflow.Workflow, run *store.Run) ([]byte, 
 			if payload, err = p.MarshalJSON(); err != nil {
 				return nil, false, fmt.Errorf("trigger payload: %w", err)
 			}
-			fields = p.Event.Fields()
+			fields = p.Event.(chain.Decoded).Fields() // Redecode returns a decoded log
 		}
 		if t.Event.Where == nil {
 			return payload, true, nil
@@ -147,7 +148,7 @@ func (e *Engine) recheckTrigger(wf *workflow.Workflow, run *store.Run) ([]byte, 
 			return nil, false, fmt.Errorf("trigger where: %w", err)
 		}
 		return payload, ok, nil
-	case run.TriggerKind == "read" && t.Read != nil:
+	case run.TriggerKind == trigger.Read && t.Read != nil:
 		if t.Read.When == nil {
 			return run.Trigger, true, nil
 		}
@@ -157,7 +158,7 @@ func (e *Engine) recheckTrigger(wf *workflow.Workflow, run *store.Run) ([]byte, 
 		}
 		return run.Trigger, ok, nil
 	}
-	return nil, false, errors.New("trigger: the workflow's current generation has no " + run.TriggerKind + " trigger")
+	return nil, false, errors.New("trigger: the workflow's current generation has no " + string(run.TriggerKind) + " trigger")
 }
 
 // where is an event trigger's where: condition as the chain service

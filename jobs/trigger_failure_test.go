@@ -77,7 +77,7 @@ func deployDef(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, name string, sr
 	return d.Generation
 }
 
-func waitStatus(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, status string) *store.Run {
+func waitStatus(t *testing.T, pool *pgxpool.Pool, id uuid.UUID, status store.RunStatus) *store.Run {
 	t.Helper()
 	var run *store.Run
 	require.Eventually(t, func() bool {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rflow-dev/rflow/signature"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -89,12 +90,12 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 			stored[lk] = v
 		}
 	}
-	payload, err := json.Marshal(map[string]any{"headers": stored, "body": json.RawMessage(body)})
+	payload, err := json.Marshal(trigger.WebhookPayload{Headers: stored, Body: body})
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("webhook %s: encode payload: %w", name, err))
 		return
 	}
-	claim := store.Claim{Workflow: name, TriggerKind: "webhook", Trigger: payload}
+	claim := store.Claim{Workflow: name, TriggerKind: trigger.Webhook, Trigger: payload}
 
 	if hook.IdempotencyKey == nil {
 		claim.TriggerKey = uuid.NewString()

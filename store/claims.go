@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // Claim is one trigger occurrence asking for a run. TriggerKey is its
@@ -16,7 +17,7 @@ import (
 type Claim struct {
 	Workflow    string
 	TriggerKey  string
-	TriggerKind string // event, cron, block, read, webhook, manual
+	TriggerKind trigger.Kind
 	Trigger     []byte // JSON payload exposed to expressions as `trigger`
 
 	// Chain coordinates of the triggering log or block, when there is one;
@@ -35,16 +36,13 @@ type Claim struct {
 // payload is {"input": input} (input null when empty) whether the CLI or the
 // API asks, so the same key and input compare equal from either.
 func ManualClaim(workflow, key string, input json.RawMessage) Claim {
-	if len(input) == 0 {
-		input = json.RawMessage("null")
-	}
-	payload, err := json.Marshal(map[string]json.RawMessage{"input": input})
+	payload, err := json.Marshal(trigger.ManualPayload{Input: input})
 	if err != nil {
 		// input is not valid JSON: the callers validate it first; keep
 		// the claim failing in the database rather than here.
 		payload = []byte(`{"input": ` + string(input) + `}`)
 	}
-	return Claim{Workflow: workflow, TriggerKey: key, TriggerKind: "manual", Trigger: payload}
+	return Claim{Workflow: workflow, TriggerKey: key, TriggerKind: trigger.Manual, Trigger: payload}
 }
 
 // ErrTriggerKeyReused matches a TriggerKeyConflict.
@@ -102,7 +100,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	hashes := make([]*string, n)
 	for i, c := range claims {
 		ids[i] = uuid.Must(uuid.NewV7())
-		wfs[i], keys[i], kinds[i] = c.Workflow, c.TriggerKey, c.TriggerKind
+		wfs[i], keys[i], kinds[i] = c.Workflow, c.TriggerKey, string(c.TriggerKind)
 		payloads[i] = "{}"
 		if len(c.Trigger) > 0 {
 			payloads[i] = string(c.Trigger)

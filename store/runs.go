@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/redact"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // RunStatus is where a run stands (the workflow_runs.status column).
@@ -59,7 +60,7 @@ type Run struct {
 	Generation  int64
 	Attempt     int
 	TriggerKey  string
-	TriggerKind string
+	TriggerKind trigger.Kind
 	Trigger     json.RawMessage
 	Status      RunStatus
 	Position    *string

@@ -1,6 +1,11 @@
 package workflow
 
-import "maps"
+import (
+	"maps"
+	"slices"
+
+	"github.com/rflow-dev/rflow/trigger"
+)
 
 // Expression scopes. Trigger conditions (where, when, idempotency_key) see
 // only the trigger's data and env; steps also see run and steps; foreach
@@ -29,27 +34,40 @@ func absentReasons() map[string]string {
 func triggerObject(ctx *wfCtx) *typ {
 	fields := map[string]*typ{"key": stringT, "kind": stringT}
 	switch ctx.w.Trigger.Kind {
-	case TriggerEvent:
+	case trigger.Event:
 		fields["event"] = orAny(ctx.eventT)
-	case TriggerCron:
+	case trigger.Cron:
 		fields["tick"] = stringT
-	case TriggerBlock:
+	case trigger.Block:
 		fields["block"] = intT
 		fields["block_hash"] = hashT
-	case TriggerRead:
+	case trigger.Read:
 		fields["block"] = intT
 		fields["block_hash"] = hashT
 		fields["tick"] = stringT
 		fields["result"] = orAny(ctx.resultT)
-	case TriggerWebhook:
+	case trigger.Webhook:
 		fields["headers"] = headersT
 		fields["body"] = anyT
-	case TriggerManual:
+	case trigger.Manual:
 		fields["input"] = anyT
 	case "":
 		return anyT // the trigger itself is broken; do not cascade errors
 	}
 	return objectT("trigger", fields)
+}
+
+// TriggerVars lists the fields of the trigger variable that steps of a
+// workflow with trigger kind k see: what trigger's payload builders must
+// produce (besides key and kind, which the engine adds).
+func TriggerVars(k trigger.Kind) []string {
+	t := triggerObject(&wfCtx{w: &Workflow{Trigger: Trigger{Kind: k}}})
+	out := make([]string, 0, len(t.fields))
+	for f := range t.fields {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func orAny(t *typ) *typ {
@@ -69,13 +87,13 @@ func triggerScope(ctx *wfCtx) *scope {
 	return sc
 }
 
-func conditionVars(kind string) string {
+func conditionVars(kind trigger.Kind) string {
 	switch kind {
-	case TriggerEvent:
+	case trigger.Event:
 		return "event"
-	case TriggerRead:
+	case trigger.Read:
 		return "result"
-	case TriggerWebhook:
+	case trigger.Webhook:
 		return "headers and body"
 	}
 	return "env"
@@ -93,11 +111,11 @@ func envScope(ctx *wfCtx) *scope {
 
 func addTriggerVars(ctx *wfCtx, sc *scope) {
 	switch ctx.w.Trigger.Kind {
-	case TriggerEvent:
+	case trigger.Event:
 		sc.vars["event"] = orAny(ctx.eventT)
-	case TriggerRead:
+	case trigger.Read:
 		sc.vars["result"] = orAny(ctx.resultT)
-	case TriggerWebhook:
+	case trigger.Webhook:
 		sc.vars["headers"] = headersT
 		sc.vars["body"] = anyT
 	case "":

@@ -7,6 +7,8 @@ import (
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/robfig/cron/v3"
+
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // Defaults applied by the loader. They are documented in docs/workflows.md.
@@ -175,20 +177,10 @@ func walkSteps(lists [][]*Step, fn func(*Step)) {
 	}
 }
 
-// Trigger kinds.
-const (
-	TriggerEvent   = "event"
-	TriggerCron    = "cron"
-	TriggerBlock   = "block"
-	TriggerRead    = "read"
-	TriggerWebhook = "webhook"
-	TriggerManual  = "manual"
-)
-
 // Trigger is what starts a run. Exactly one of the kind-specific fields is
 // set, matching Kind.
 type Trigger struct {
-	Kind    string
+	Kind    trigger.Kind
 	Event   *EventTrigger
 	Cron    *CronTrigger
 	Block   *BlockTrigger

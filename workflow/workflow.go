@@ -11,6 +11,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/robfig/cron/v3"
+
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 var workflowKeys = []string{"name", "description", "trigger", "steps", "finally", "on_reorg", "on_failure",
@@ -97,7 +99,7 @@ func (l *loader) workflow(n *node) *Workflow {
 	}
 	w.Steps = l.steps(ctx, m["steps"], "steps", ctx.base, nil)
 	w.Finally = l.steps(ctx, m["finally"], "finally", ctx.base, nil)
-	if or := m["on_reorg"]; !or.isNull() && w.Trigger.Kind != "" && w.Trigger.Kind != TriggerEvent {
+	if or := m["on_reorg"]; !or.isNull() && w.Trigger.Kind != "" && w.Trigger.Kind != trigger.Event {
 		l.errorf(keyPos(n, "on_reorg"), "workflow %s: on_reorg needs an event trigger (a %s trigger has no log to orphan)", w.Name, w.Trigger.Kind)
 	}
 	w.OnReorg = l.steps(ctx, m["on_reorg"], "on_reorg", ctx.base, nil)
@@ -124,14 +126,21 @@ func (l *loader) collectIDs(ctx *wfCtx, lists ...*node) {
 					}
 				}
 			}
-			if s.get("foreach") != nil {
+			if s.get(StepForeach) != nil {
 				l.collectIDs(ctx, s.get("steps"))
 			}
 		}
 	}
 }
 
-var triggerKinds = []string{TriggerEvent, TriggerCron, TriggerBlock, TriggerRead, TriggerWebhook, TriggerManual}
+// triggerKinds are the keys of a trigger block, one per trigger kind.
+var triggerKinds = func() []string {
+	var out []string
+	for _, k := range trigger.Kinds() {
+		out = append(out, string(k))
+	}
+	return out
+}()
 
 // trigger compiles the workflow's trigger (exactly one kind).
 func (l *loader) trigger(ctx *wfCtx, n *node) {
@@ -154,20 +163,20 @@ func (l *loader) trigger(ctx *wfCtx, n *node) {
 		return
 	}
 	t := &ctx.w.Trigger
-	t.Kind, t.Pos = kinds[0], keyPos(n, kinds[0])
+	t.Kind, t.Pos = trigger.Kind(kinds[0]), keyPos(n, kinds[0])
 	body := m[kinds[0]]
 	switch t.Kind {
-	case TriggerEvent:
+	case trigger.Event:
 		t.Event = l.eventTrigger(ctx, body)
-	case TriggerCron:
+	case trigger.Cron:
 		t.Cron = l.cronTrigger(body)
-	case TriggerBlock:
+	case trigger.Block:
 		t.Block = l.blockTrigger(body)
-	case TriggerRead:
+	case trigger.Read:
 		t.Read = l.readTrigger(ctx, body)
-	case TriggerWebhook:
+	case trigger.Webhook:
 		t.Webhook = l.webhookTrigger(ctx, body)
-	case TriggerManual:
+	case trigger.Manual:
 		if !body.isNull() && body.kind == nodeMap {
 			l.fields(body, "manual trigger")
 		}
