@@ -36,6 +36,8 @@ func triggerObject(ctx *wfCtx) *typ {
 	switch ctx.w.Trigger.Kind {
 	case trigger.Event:
 		fields["event"] = orAny(ctx.eventT)
+		fields["block"] = intT
+		fields["phase"] = stringT
 	case trigger.Cron:
 		fields["tick"] = stringT
 	case trigger.Block:
