@@ -2,12 +2,9 @@ package chain
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -72,10 +69,7 @@ func NewService(ctx context.Context, pool *pgxpool.Pool, claimer Claimer, cfg Co
 		logger = slog.Default()
 	}
 	if cfg.Owner == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+		cfg.Owner = store.ProcessID()
 	}
 	if cfg.LeasePrefix != "" && !strings.HasSuffix(cfg.LeasePrefix, "/") {
 		cfg.LeasePrefix += "/"

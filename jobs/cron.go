@@ -100,7 +100,7 @@ func (e *Engine) claimTicks(ctx context.Context, name string, ticks []time.Time)
 		return err
 	})
 	if err == nil {
-		e.faults.hit(FaultAfterClaim)
+		e.faults.Hit(FaultAfterClaim)
 	}
 	return err
 }

@@ -7,8 +7,6 @@ package jobs
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -61,9 +60,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// MaxJumps caps goto jumps per run (loop guard; default 100).
 	MaxJumps int
-	// Faults names crash points for tests (RFLOW_FAULT), the relayer's
-	// included; empty in production.
-	Faults string
+	// Faults names crash points for tests, the relayer's included; nil in
+	// production.
+	Faults *fault.Set
 	// Backends connect the relayer to each network, by chain id (see
 	// DialBackends). An engine that works sends needs one for every network
 	// it sends on; one that only enqueues (rflow runs retry) has none, and
@@ -90,7 +89,7 @@ type Engine struct {
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
 	maxJumps int
-	faults   *faults
+	faults   *fault.Set
 	envVars  map[string]any
 	node     *store.Node
 	relayer  *relayer.Relayer
@@ -122,7 +121,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		logger:   cfg.Logger,
 		http:     cfg.HTTPClient,
 		maxJumps: cfg.MaxJumps,
-		faults:   parseFaults(cfg.Faults),
+		faults:   cfg.Faults,
 		plans:    map[string]*plan{},
 		envVars:  environ(cfg.Project),
 		dryRun:   cfg.DryRun,
@@ -152,7 +151,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
-		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.hit)
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.Hit)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +176,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		cooldown = 5 * time.Millisecond
 	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
-		ID:                   clientID(),
+		ID:                   store.ProcessID(),
 		Schema:               store.RiverSchema,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:              workers,
@@ -351,13 +350,6 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	e.plans[key] = p
 	e.plansMu.Unlock()
 	return p, nil
-}
-
-func clientID() string {
-	host, _ := os.Hostname()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
 // environ is the `env` expression variable: the variables the project

@@ -194,8 +194,8 @@ func decodeBody(contentType string, raw []byte) any {
 // bracket the effect: the row is durable before it, the outcome not yet
 // committed after it.
 func (e *Engine) execHTTP(ctx context.Context, x *attempt) (outcome, error) {
-	e.faults.hit(FaultAfterJournal)
+	e.faults.Hit(FaultAfterJournal)
 	out := e.doHTTP(ctx, x.run, x.step, x.l.n.step, x.a.env(x.l))
-	e.faults.hit(FaultAfterEffect)
+	e.faults.Hit(FaultAfterEffect)
 	return out, nil
 }

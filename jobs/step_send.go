@@ -31,7 +31,7 @@ func (e *Engine) execSend(ctx context.Context, x *attempt) (outcome, error) {
 	if err != nil {
 		return outcome{err: err}, nil
 	}
-	e.faults.hit(FaultAfterJournal)
+	e.faults.Hit(FaultAfterJournal)
 	return outcome{parked: true}, e.parkSend(ctx, x.job, x.a, x.step, req)
 }
 

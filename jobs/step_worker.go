@@ -92,7 +92,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		return err
 	}
 	if at.l.n.parent != nil {
-		e.faults.hit(FaultMidForeach)
+		e.faults.Hit(FaultMidForeach)
 	}
 	return nil
 }

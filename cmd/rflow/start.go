@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
@@ -103,7 +104,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	defer releaseBackends()
 	engine, err := jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
-		Workers: o.workers, Faults: os.Getenv("RFLOW_FAULT"), DryRun: o.dryRun,
+		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun,
 	})
 	if err != nil {
 		return err
