@@ -27,7 +27,7 @@ const (
 type LedgerCleanupArgs struct{}
 
 // Kind names the job in River.
-func (LedgerCleanupArgs) Kind() string { return "rflow_ledger_cleanup" }
+func (LedgerCleanupArgs) Kind() string { return "rflow.ledger_cleanup" }
 
 // InsertOpts keeps at most one cleanup job queued or running: a slow cycle
 // never piles up behind another.
@@ -95,7 +95,7 @@ func NewLedgerCleanupPeriodicJob(interval time.Duration) *river.PeriodicJob {
 	}
 	return river.NewPeriodicJob(river.PeriodicInterval(interval),
 		func() (river.JobArgs, *river.InsertOpts) { return LedgerCleanupArgs{}, nil },
-		&river.PeriodicJobOpts{ID: "rflow_ledger_cleanup", RunOnStart: true})
+		&river.PeriodicJobOpts{ID: "rflow.ledger_cleanup", RunOnStart: true})
 }
 
 // Work runs one bounded cleanup cycle.
