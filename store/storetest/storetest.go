@@ -86,18 +86,29 @@ func Server(t testing.TB) *store.LocalPostgres {
 // The database is dropped when the test ends.
 func URL(t testing.TB) string {
 	t.Helper()
-	if err := setup(); err != nil {
+	u, drop, err := Database(context.Background())
+	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	name := "rflow_test_" + randomHex(6)
-	ctx := context.Background()
-	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s%s`, name, template, strategy)); err != nil {
-		t.Fatalf("storetest: create database: %v", err)
+	t.Cleanup(drop)
+	return u
+}
+
+// Database creates a fresh migrated database and returns its URL and a
+// function that drops it: URL for code that has no *testing.T (runnable
+// examples).
+func Database(ctx context.Context) (string, func(), error) {
+	if err := setup(); err != nil {
+		return "", nil, err
 	}
-	t.Cleanup(func() {
+	name := "rflow_test_" + randomHex(6)
+	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s%s`, name, template, strategy)); err != nil {
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	drop := func() {
 		_ = adminExec(context.Background(), fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, name))
-	})
-	return withDatabase(adminURL, name)
+	}
+	return withDatabase(adminURL, name), drop, nil
 }
 
 // Pool creates a fresh migrated database for this test and returns a pool
