@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
@@ -28,18 +27,13 @@ import (
 // step's row; pure steps (the skipped if) cost no job at all.
 func Example() {
 	ctx := context.Background()
-	url, drop, err := storetest.Database(ctx)
+	pool, closeDB, err := storetest.Open(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer drop()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer pool.Close()
+	defer closeDB()
+	url := pool.Config().ConnString()
 
 	// The endpoint the workflow calls.
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
@@ -20,18 +19,12 @@ import (
 // nothing, so the occurrence runs exactly once.
 func ExampleClaimRuns() {
 	ctx := context.Background()
-	url, drop, err := storetest.Database(ctx)
+	pool, closeDB, err := storetest.Open(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer drop()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer pool.Close()
+	defer closeDB()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := store.DeployWorkflow(ctx, tx, "on-deposit", "hash-1", []byte(`{}`))
 		return err

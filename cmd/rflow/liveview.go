@@ -282,13 +282,7 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 		}
 		return
 	}
-	line := fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status)
-	if took != "" {
-		line += " took=" + took
-	}
-	if errText != "" {
-		line += fmt.Sprintf(" error=%q", errText)
-	}
+	line := plainLine(fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status), took, errText)
 	for _, n := range v.takeNotes(r.ID, s.Key) {
 		line += fmt.Sprintf(" notify=%q", n)
 	}
@@ -324,12 +318,16 @@ func (v *devView) runStatus(r *store.Run) {
 			word, v.color(ansiDim, detail))
 		return
 	}
-	line := fmt.Sprintf("%s run=%s workflow=%s %s", v.stamp(at), r.ID, r.Workflow, r.Status)
+	v.printf("%s", plainLine(fmt.Sprintf("%s run=%s workflow=%s %s", v.stamp(at), r.ID, r.Workflow, r.Status), took, errText))
+}
+
+// plainLine appends the duration and error of a key=value line.
+func plainLine(line, took, errText string) string {
 	if took != "" {
 		line += " took=" + took
 	}
 	if errText != "" {
 		line += fmt.Sprintf(" error=%q", errText)
 	}
-	v.printf("%s", line)
+	return line
 }

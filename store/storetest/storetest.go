@@ -115,18 +115,35 @@ func Database(ctx context.Context) (string, func(), error) {
 // connected to it. The pool is closed when the test ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	u := URL(t)
-	cfg, err := pgxpool.ParseConfig(u)
+	pool, closeFn, err := Open(context.Background())
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
-	cfg.MaxConns = 20
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("storetest: connect: %v", err)
-	}
-	t.Cleanup(pool.Close)
+	t.Cleanup(closeFn)
 	return pool
+}
+
+// Open creates a fresh migrated database and returns a pool connected to
+// it, and a function that closes the pool and drops the database: Pool for
+// code that has no *testing.T (runnable examples). The database's URL is
+// pool.Config().ConnString().
+func Open(ctx context.Context) (*pgxpool.Pool, func(), error) {
+	u, drop, err := Database(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		drop()
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	return pool, func() { pool.Close(); drop() }, nil
 }
 
 func setup() error {
