@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 
 	"github.com/urfave/cli/v2"
 )
@@ -26,5 +24,3 @@ func printJSON(c *cli.Context, v any) (bool, error) {
 		return false, usagef("-o: unknown format %q (want table or json)", c.String("output"))
 	}
 }
-
-func fprintf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }
