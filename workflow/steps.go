@@ -3,12 +3,16 @@ package workflow
 import (
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/rflow-dev/rflow/redact"
 )
 
 var stepKinds = []string{StepHTTPCall, StepNotify, StepSend, StepWaitFor, StepForeach, StepDelay, StepGoto, StepFail, StepNoop}
+
+// StepKinds lists every step kind the parser accepts.
+func StepKinds() []string { return slices.Clone(stepKinds) }
 
 var stepKeys = append([]string{"id", "if", "retry", "description", "steps", "concurrency"}, stepKinds...)
 
