@@ -32,8 +32,8 @@ type stepKind struct {
 
 // stepKinds is the table of every step kind the engine knows. Adding a kind
 // means a row here, a file with its executor (step_<kind>.go) and the
-// workflow parser. (A function, not a variable: the rows refer to runFrom,
-// which reads the table.)
+// workflow parser. Each engine keeps its own copy (Engine.kinds): no
+// package-level state.
 func stepKinds() map[string]stepKind {
 	return map[string]stepKind{
 		workflow.StepGoto:    {arrive: (*advance).arriveGoto},

@@ -35,6 +35,16 @@ type stepAt struct {
 	row *store.StepRun
 }
 
+// findStep returns the journal row of key, or nil.
+func findStep(journal []*store.StepRun, key string) *store.StepRun {
+	for _, s := range journal {
+		if s.Key == key {
+			return s
+		}
+	}
+	return nil
+}
+
 // locate finds a journaled step in its run's plan and returns an advance
 // that continues the run from the journal, and the step's place.
 func (e *Engine) locate(ctx context.Context, db store.DBTX, run *store.Run, journal []*store.StepRun, row *store.StepRun) (*advance, stepAt, error) {

@@ -144,12 +144,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if err != nil {
 		return err
 	}
-	var step *store.StepRun
-	for _, s := range journal {
-		if s.Key == key {
-			step = s
-		}
-	}
+	step := findStep(journal, key)
 	if step == nil || step.Attempt != attempt || step.Status != store.StepWaiting {
 		return nil // a stale attempt: its outcome no longer matters
 	}

@@ -52,12 +52,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		e.stale("run moved on", args, run.Status)
 		return nil
 	}
-	var step *store.StepRun
-	for _, s := range journal {
-		if s.Key == args.StepKey {
-			step = s
-		}
-	}
+	step := findStep(journal, args.StepKey)
 	if step == nil {
 		e.stale("step not journaled", args, run.Status)
 		return nil
