@@ -17,7 +17,6 @@ import (
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
-	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -46,14 +45,7 @@ func chainBundle(t *testing.T, projectYAML string) (*pgxpool.Pool, *jobs.Engine)
 func chainBundleWith(t *testing.T, projectYAML string, adjust func(*chain.Config)) (*pgxpool.Pool, *jobs.Engine) {
 	t.Helper()
 	ctx := context.Background()
-	project := chainProject(t, projectYAML, nil)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	e := startEngine(t, pool, url, project)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
+	pool, e := deployed(t, chainProject(t, projectYAML, nil))
 	cfg := e.ChainConfig()
 	if adjust != nil {
 		adjust(&cfg)

@@ -91,6 +91,14 @@ func setup(t *testing.T, projectYAML string) *testBundle {
 	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(projectYAML, "{{URL}}", recv.URL)), 0o644))
 	project, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(t, err)
+	pool, e := deployed(t, project)
+	return &testBundle{pool: pool, engine: e, project: project, recv: recv}
+}
+
+// deployed starts an engine for project on a fresh database and deploys
+// the project's workflows.
+func deployed(t *testing.T, project *workflow.Project) (*pgxpool.Pool, *jobs.Engine) {
+	t.Helper()
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
@@ -98,7 +106,7 @@ func setup(t *testing.T, projectYAML string) *testBundle {
 	e := startEngine(t, pool, url, project)
 	_, err = e.SyncWorkflows(context.Background())
 	require.NoError(t, err)
-	return &testBundle{pool: pool, engine: e, project: project, recv: recv}
+	return pool, e
 }
 
 func startEngine(t *testing.T, pool *pgxpool.Pool, url string, project *workflow.Project) *jobs.Engine {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/jobs"
@@ -92,9 +93,12 @@ workflows:
 	// Claim the occurrence "order-1" twice: one run.
 	payload, _ := json.Marshal(trigger.ManualPayload{Input: json.RawMessage(`{"name": "ada"}`)})
 	claim := store.Claim{Workflow: "greet", TriggerKey: "order-1", TriggerKind: trigger.Manual, Trigger: payload}
+	var id uuid.UUID
 	for range 2 {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, created, err := engine.StartRunTx(ctx, tx, claim)
+			var created bool
+			var err error
+			id, created, err = engine.StartRunTx(ctx, tx, claim)
 			fmt.Println("created:", created)
 			return err
 		})
@@ -102,11 +106,6 @@ workflows:
 			fmt.Println(err)
 			return
 		}
-	}
-	id, err := store.RunByKey(ctx, pool, "greet", "order-1")
-	if err != nil {
-		fmt.Println(err)
-		return
 	}
 
 	var run *store.Run

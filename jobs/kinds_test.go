@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/store"
-	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/trigger"
 )
 
@@ -38,23 +37,16 @@ workflows:
       - id: after
         http_call: { url: "`+recv.URL+`/after" }
 `, nil)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	e := startEngine(t, pool, url, project)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
+	pool, e := deployed(t, project)
 	b := &testBundle{pool: pool, engine: e, project: project, recv: recv}
 
 	payload, err := json.Marshal(trigger.ManualPayload{})
 	require.NoError(t, err)
+	var id uuid.UUID
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		_, _, err := e.StartRunTx(ctx, tx, store.Claim{Workflow: "waits", TriggerKey: "k", TriggerKind: trigger.Manual, Trigger: payload})
+		id, _, err = e.StartRunTx(ctx, tx, store.Claim{Workflow: "waits", TriggerKey: "k", TriggerKind: trigger.Manual, Trigger: payload})
 		return err
 	}))
-	id, err := store.RunByKey(ctx, pool, "waits", "k")
-	require.NoError(t, err)
 	run := b.waitRun(t, id)
 	require.Equal(t, store.RunFailed, run.Status)
 	require.NotNil(t, run.Error)
