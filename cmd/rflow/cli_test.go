@@ -50,6 +50,10 @@ func TestExitCodesAndErrors(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "is not a run id")
 
+	_, stderr, code = rflowCmd(t, "runs", "list", "--status", "done")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--status "done" is not a run status; use one of queued, running,`)
+
 	_, stderr, code = rflowCmd(t, "migrate", "--nope")
 	require.Equal(t, 2, code)
 
