@@ -10,7 +10,7 @@ import (
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
-// TestJobKindRenameKeepsQueuedJobs replays migration 006 over jobs an
+// TestJobKindRenameKeepsQueuedJobs replays migration 010 over jobs an
 // earlier version queued under the old kind name: the queued one takes the
 // new name (so a worker picks it up), the finished one stays as history.
 func TestJobKindRenameKeepsQueuedJobs(t *testing.T) {
@@ -22,7 +22,7 @@ func TestJobKindRenameKeepsQueuedJobs(t *testing.T) {
 			('rflow_ledger_cleanup', '{}', 3, 'default', 'available', NULL),
 			('rflow_ledger_cleanup', '{}', 3, 'default', 'completed', now())`)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `DELETE FROM rflow.schema_migrations WHERE version = 6`)
+	_, err = pool.Exec(ctx, `DELETE FROM rflow.schema_migrations WHERE version = 10`)
 	require.NoError(t, err)
 	res, err := store.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
