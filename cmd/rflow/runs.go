@@ -66,7 +66,7 @@ func runsList(c *cli.Context) error {
 	if c.Bool("failed") {
 		status = store.RunFailed
 	}
-	db, err := openDatabase(c, projectName(c), newLogger(c))
+	db, err := openExisting(c, projectName(c), newLogger(c))
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(c, projectName(c), newLogger(c))
+	db, err := openExisting(c, projectName(c), newLogger(c))
 	if err != nil {
 		return err
 	}

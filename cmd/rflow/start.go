@@ -31,7 +31,7 @@ func startCommand() *cli.Command {
 			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
-			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes (default 1 MiB)"},
+			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
