@@ -95,29 +95,77 @@ func GetRun(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Run, e
 	return r, nil
 }
 
+// RunStatuses lists every run status, in the order a run can reach them.
+func RunStatuses() []string {
+	return []string{RunQueued, RunRunning, RunWaitingDelay, RunWaitingTx, RunWaitingEvent, RunWaitingApproval,
+		RunCompleted, RunFailed, RunCancelled}
+}
+
 // RunFilter selects runs for ListRuns.
 type RunFilter struct {
 	Workflow string
 	Status   string
-	Limit    int
-	// Before pages backwards: runs created strictly before this run.
+	// Limit caps the page (0: 50). ListRuns sets no upper bound; callers
+	// that serve untrusted requests do.
+	Limit int
+	// Before pages backwards: runs listed after this run, newest first.
 	Before *uuid.UUID
 }
 
-// ListRuns returns runs, newest first.
+// ListRuns returns a page of runs, newest first: by created_at, then id
+// (runs claimed in one transaction share created_at), a keyset the
+// workflow_runs_paging index serves, so deep pages cost what the first one
+// does. A Before run that does not exist (pruned meanwhile) is ErrNotFound.
 func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
+	if f.Limit <= 0 {
 		f.Limit = 50
+	}
+	var after *time.Time
+	if f.Before != nil {
+		var at time.Time
+		err := db.QueryRow(ctx, `SELECT created_at FROM rflow.workflow_runs WHERE id = $1`, *f.Before).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("list runs after run %s: %w", *f.Before, ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		after = &at
 	}
 	rows, err := db.Query(ctx, `
 		SELECT `+runColumns+` FROM rflow.workflow_runs
 		WHERE ($1 = '' OR workflow_name = $1)
 		  AND ($2 = '' OR status = $2)
-		  AND ($3::uuid IS NULL OR id < $3)
-		ORDER BY id DESC
-		LIMIT $4`, f.Workflow, f.Status, f.Before, f.Limit)
+		  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::uuid))
+		ORDER BY created_at DESC, id DESC
+		LIMIT $5`, f.Workflow, f.Status, after, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+}
+
+// ShortIDLen is the length of a short run id: the last hex digits of the
+// id, its random part (a UUIDv7 starts with a timestamp that runs claimed
+// together share).
+const ShortIDLen = 8
+
+// ShortID is the short form of a run id, as the live view prints it.
+func ShortID(id uuid.UUID) string {
+	s := id.String()
+	return s[len(s)-ShortIDLen:]
+}
+
+// RunsByShortID returns the runs (at most limit, newest first) whose id
+// ends in short, a ShortIDLen-digit short id.
+func RunsByShortID(ctx context.Context, db DBTX, short string, limit int) ([]*Run, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+runColumns+` FROM rflow.workflow_runs
+		WHERE right(id::text, 8) = lower($1)
+		ORDER BY created_at DESC, id DESC
+		LIMIT $2`, short, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find run %s: %w", short, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
 }

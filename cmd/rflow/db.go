@@ -36,16 +36,16 @@ func (d *database) Close() {
 // for project when none is given, creating it on first use. It does not
 // migrate.
 func openDatabase(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
-	return open(c, project, logger, false)
+	return openEmbedded(c, project, logger, false)
 }
 
 // openExisting is openDatabase for commands that read or change what is
 // already there: it never creates an embedded cluster.
 func openExisting(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
-	return open(c, project, logger, true)
+	return openEmbedded(c, project, logger, true)
 }
 
-func open(c *cli.Context, project string, logger *slog.Logger, mustExist bool) (*database, error) {
+func openEmbedded(c *cli.Context, project string, logger *slog.Logger, mustExist bool) (*database, error) {
 	db := &database{URL: c.String("database-url")}
 	if db.URL == "" {
 		dir, err := embeddedDataDir(project)

@@ -69,7 +69,7 @@ func workflowsCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return usagef("resume takes exactly one workflow name")
 					}
-					e, db, err := openEngine(c)
+					e, db, err := openOperatorEngine(c)
 					if err != nil {
 						return err
 					}
