@@ -168,6 +168,11 @@ func buildVersion() string {
 	if !ok {
 		return version
 	}
+	return stampedVersion(bi)
+}
+
+// stampedVersion is the version the Go toolchain recorded in bi.
+func stampedVersion(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v
 	}

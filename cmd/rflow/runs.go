@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,8 +143,8 @@ func runsList(c *cli.Context) error {
 		}
 		f.Before = &id
 	}
-	if _, err := printJSON(c, nil); err != nil {
-		return err // an unknown -o, before any work
+	if err := checkOutput(c); err != nil {
+		return err
 	}
 	db, err := openExisting(c, projectName(c), newLogger(c))
 	if err != nil {

@@ -89,9 +89,25 @@ func URL(t testing.TB) string {
 	if err := setup(); err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
+	return newDatabase(t, template+strategy)
+}
+
+// EmptyURL creates a fresh database that was never migrated (no rflow or
+// river schema), for tests of what commands do before `rflow migrate`. The
+// database is dropped when the test ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	if err := setup(); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return newDatabase(t, "template0")
+}
+
+func newDatabase(t testing.TB, template string) string {
+	t.Helper()
 	name := "rflow_test_" + randomHex(6)
 	ctx := context.Background()
-	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s%s`, name, template, strategy)); err != nil {
+	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, template)); err != nil {
 		t.Fatalf("storetest: create database: %v", err)
 	}
 	t.Cleanup(func() {
