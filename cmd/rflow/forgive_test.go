@@ -342,6 +342,7 @@ func TestShortRunIDs(t *testing.T) {
 
 const secretProject = `
 name: secret
+env: [RFLOW_TEST_GREETING]
 wallets:
   - { name: ops, private_key: "${RFLOW_TEST_OPS_KEY}" }
 workflows:
@@ -367,9 +368,10 @@ func TestOperatorCommandsNeedNoSecrets(t *testing.T) {
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(secretProject, srv.URL)), 0o644))
 	key := "RFLOW_TEST_OPS_KEY=0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
 	db := storetest.URL(t)
-	p := startRflowArgs(t, []string{key}, "--database-url", db, "--log-level", "warn", "start", "-c", config)
+	greeting := "RFLOW_TEST_GREETING=hello"
+	p := startRflowArgs(t, []string{key, greeting}, "--database-url", db, "--log-level", "warn", "start", "-c", config)
 	defer p.stop(t)
-	withKey, noKey := []string{key}, []string{"RFLOW_TEST_OPS_KEY"}
+	withKey, noKey := []string{key, greeting}, []string{"RFLOW_TEST_OPS_KEY", "RFLOW_TEST_GREETING"}
 	cli := func(env []string, args ...string) (string, string, int) {
 		return rflowEnv(t, env, append([]string{"--database-url", db}, args...)...)
 	}
