@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,7 +121,21 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	var after *time.Time
+	// Only the conditions in use are in the query: under a generic plan an
+	// ($n IS NULL OR …) condition cannot bound the index scan, and deep
+	// pages would read every run before them.
+	where := []string{"true"}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Workflow != "" {
+		where = append(where, "workflow_name = "+arg(f.Workflow))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
 	if f.Before != nil {
 		var at time.Time
 		err := db.QueryRow(ctx, `SELECT created_at FROM rflow.workflow_runs WHERE id = $1`, *f.Before).Scan(&at)
@@ -130,15 +145,10 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list runs: %w", err)
 		}
-		after = &at
+		where = append(where, fmt.Sprintf("(created_at, id) < (%s, %s)", arg(at), arg(*f.Before)))
 	}
-	rows, err := db.Query(ctx, `
-		SELECT `+runColumns+` FROM rflow.workflow_runs
-		WHERE ($1 = '' OR workflow_name = $1)
-		  AND ($2 = '' OR status = $2)
-		  AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::uuid))
-		ORDER BY created_at DESC, id DESC
-		LIMIT $5`, f.Workflow, f.Status, after, f.Before, f.Limit)
+	rows, err := db.Query(ctx, `SELECT `+runColumns+` FROM rflow.workflow_runs WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY created_at DESC, id DESC LIMIT `+arg(f.Limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
