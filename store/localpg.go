@@ -39,7 +39,16 @@ type LocalOptions struct {
 
 	// Logger receives start/stop messages. Nil discards them.
 	Logger *slog.Logger
+
+	// MustExist refuses to create a cluster: StartLocal fails with
+	// ErrNoLocalCluster when Dir holds none. Commands that only read or
+	// change existing runs use it, so they never initdb as a side effect.
+	MustExist bool
 }
+
+// ErrNoLocalCluster is returned by StartLocal with MustExist when the
+// directory holds no cluster.
+var ErrNoLocalCluster = errors.New("no local database cluster")
 
 // LocalPostgres is a PostgreSQL server this process started and owns. The
 // server runs as a child process that receives SIGQUIT if this process dies,
@@ -110,6 +119,11 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.MustExist {
+		if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "data"), ErrNoLocalCluster)
+		}
 	}
 	runAs, err := serverUser()
 	if err != nil {

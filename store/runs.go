@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -119,25 +120,76 @@ func GetRun(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Run, e
 type RunFilter struct {
 	Workflow string
 	Status   RunStatus // empty: any
-	Limit    int
-	// Before pages backwards: runs created strictly before this run.
+	// Limit caps the page (0: 50). ListRuns sets no upper bound; callers
+	// that serve untrusted requests do.
+	Limit int
+	// Before pages backwards: runs listed after this run, newest first.
 	Before *uuid.UUID
 }
 
-// ListRuns returns runs, newest first.
+// ListRuns returns a page of runs, newest first: by created_at, then id
+// (runs claimed in one transaction share created_at), a keyset the
+// workflow_runs_paging index serves, so deep pages cost what the first one
+// does. A Before run that does not exist (pruned meanwhile) is ErrNotFound.
 func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
-	if f.Limit <= 0 || f.Limit > 1000 {
+	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	rows, err := db.Query(ctx, `
-		SELECT `+runColumns+` FROM rflow.workflow_runs
-		WHERE ($1 = '' OR workflow_name = $1)
-		  AND ($2 = '' OR status = $2)
-		  AND ($3::uuid IS NULL OR id < $3)
-		ORDER BY id DESC
-		LIMIT $4`, f.Workflow, f.Status, f.Before, f.Limit)
+	// Only the conditions in use are in the query: under a generic plan an
+	// ($n IS NULL OR …) condition cannot bound the index scan, and deep
+	// pages would read every run before them.
+	where := []string{"true"}
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Workflow != "" {
+		where = append(where, "workflow_name = "+arg(f.Workflow))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.Before != nil {
+		var at time.Time
+		err := db.QueryRow(ctx, `SELECT created_at FROM rflow.workflow_runs WHERE id = $1`, *f.Before).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("list runs after run %s: %w", *f.Before, ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		where = append(where, fmt.Sprintf("(created_at, id) < (%s, %s)", arg(at), arg(*f.Before)))
+	}
+	rows, err := db.Query(ctx, `SELECT `+runColumns+` FROM rflow.workflow_runs WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY created_at DESC, id DESC LIMIT `+arg(f.Limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+}
+
+// ShortIDLen is the length of a short run id: the last hex digits of the
+// id, its random part (a UUIDv7 starts with a timestamp that runs claimed
+// together share).
+const ShortIDLen = 8
+
+// ShortID is the short form of a run id, as the live view prints it.
+func ShortID(id uuid.UUID) string {
+	s := id.String()
+	return s[len(s)-ShortIDLen:]
+}
+
+// RunsByShortID returns the runs (at most limit, newest first) whose id
+// ends in short, a ShortIDLen-digit short id.
+func RunsByShortID(ctx context.Context, db DBTX, short string, limit int) ([]*Run, error) {
+	rows, err := db.Query(ctx, `
+		SELECT `+runColumns+` FROM rflow.workflow_runs
+		WHERE right(id::text, 8) = lower($1)
+		ORDER BY created_at DESC, id DESC
+		LIMIT $2`, short, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find run %s: %w", short, err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
 }

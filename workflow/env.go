@@ -56,7 +56,9 @@ func (l *loader) envAllowlist(n *node, secretRefs map[string]string) {
 		}
 		v, found := l.lookupEnv(name)
 		if !found {
-			l.errorf(item.pos, "env: environment variable %s is not set (declared under env:); set it, or remove it from env:", name)
+			if !l.p.allowUnsetEnv {
+				l.errorf(item.pos, "env: environment variable %s is not set (declared under env:); set it, or remove it from env:", name)
+			}
 			// Still declared: its uses are not errors of their own. The
 			// project fails to load, so nothing runs without it.
 			l.p.Env = append(l.p.Env, name)

@@ -67,7 +67,8 @@ func contains(list []string, s string) bool {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // subst replaces ${VAR} references with environment values. A missing
-// variable is an error naming it.
+// variable is an error naming it, unless the project tolerates unset
+// variables; ok is false either way.
 func (l *loader) subst(s string, pos Position) (string, bool) {
 	if !strings.Contains(s, "${") {
 		return s, true
@@ -77,7 +78,9 @@ func (l *loader) subst(s string, pos Position) (string, bool) {
 		name := ref[2 : len(ref)-1]
 		v, found := l.lookupEnv(name)
 		if !found {
-			l.errorf(pos, "environment variable %s is not set (referenced as ${%s})", name, name)
+			if !l.p.allowUnsetEnv {
+				l.errorf(pos, "environment variable %s is not set (referenced as ${%s})", name, name)
+			}
 			ok = false
 		}
 		return v

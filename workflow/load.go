@@ -25,6 +25,13 @@ type LoadOptions struct {
 	LookupEnv func(string) (string, bool)
 	// Strict turns warnings into errors.
 	Strict bool
+	// AllowUnsetEnv tolerates ${VAR} references to unset variables: the
+	// field is left out (a wallet has no key, a network one RPC URL fewer)
+	// instead of failing the load. For commands that only write to the
+	// database (runs retry, workflows resume): they compile workflows but
+	// sign and call nothing, so they must not need the secrets of the
+	// process that works the runs.
+	AllowUnsetEnv bool
 }
 
 // maxFileSize bounds every file the loader reads (project, includes, ABIs).
@@ -38,6 +45,7 @@ func Load(path string, opts LoadOptions) (*Project, error) {
 	l := newLoader(opts.LookupEnv)
 	l.p.Dir = filepath.Dir(path)
 	l.p.file = filepath.Base(path)
+	l.p.allowUnsetEnv = opts.AllowUnsetEnv
 	src, err := readFile(path)
 	if err != nil {
 		l.errorf(Position{File: path}, "cannot read the project file: %v", unwrapPathError(errors.Unwrap(err)))

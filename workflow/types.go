@@ -47,6 +47,8 @@ type Project struct {
 
 	lookupEnv func(string) (string, bool)
 	file      string // the project file's base name, for messages
+	// allowUnsetEnv is LoadOptions.AllowUnsetEnv; CompileSpec honours it too.
+	allowUnsetEnv bool
 }
 
 // Network returns the network called name, or nil.

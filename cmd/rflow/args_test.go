@@ -18,6 +18,15 @@ func TestInterspersedFlags(t *testing.T) {
 		{"rflow run wf --key=K", "rflow run --key=K wf"},
 		{"rflow run wf -- --not-a-flag", "rflow run wf -- --not-a-flag"},
 		{"rflow version", "rflow version"},
+		{"rflow migrate --database-url U", "rflow --database-url U migrate"},
+		{"rflow migrate status --database-url=U", "rflow --database-url=U migrate status"},
+		{"rflow start -c x.yaml --database-url U --log-level debug", "rflow --database-url U --log-level debug start -c x.yaml"},
+		{"rflow dev --database-url U --http :0", "rflow --database-url U dev --http :0"},
+		{"rflow runs list --limit 5 --database-url U", "rflow --database-url U runs list --limit 5"},
+		{"rflow runs show ID --log-level=warn -o json", "rflow --log-level=warn runs show -o json ID"},
+		{"rflow runs list -v", "rflow runs list -v"},
+		{"rflow -v", "rflow -v"},
+		{"rflow strat --database-url U", "rflow strat --database-url U"},
 	} {
 		require.Equal(t, tc.want, strings.Join(interspersed(app, strings.Fields(tc.in)), " "), tc.in)
 	}

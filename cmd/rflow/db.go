@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/urfave/cli/v2"
 
@@ -32,15 +33,30 @@ func (d *database) Close() {
 }
 
 // openDatabase connects to --database-url, or starts the embedded Postgres
-// for project when none is given. It does not migrate.
+// for project when none is given, creating it on first use. It does not
+// migrate.
 func openDatabase(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
+	return openEmbedded(c, project, logger, false)
+}
+
+// openExisting is openDatabase for commands that read or change what is
+// already there: it never creates an embedded cluster.
+func openExisting(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
+	return openEmbedded(c, project, logger, true)
+}
+
+func openEmbedded(c *cli.Context, project string, logger *slog.Logger, mustExist bool) (*database, error) {
 	db := &database{URL: c.String("database-url")}
 	if db.URL == "" {
 		dir, err := embeddedDataDir(project)
 		if err != nil {
 			return nil, err
 		}
-		lp, err := store.StartLocal(c.Context, store.LocalOptions{Dir: dir, Logger: logger})
+		lp, err := store.StartLocal(c.Context, store.LocalOptions{Dir: dir, Logger: logger, MustExist: mustExist})
+		if errors.Is(err, store.ErrNoLocalCluster) {
+			return nil, cli.Exit(fmt.Sprintf("there is no local database for project %s yet (nothing in %s): "+
+				"`rflow start` or `rflow migrate` creates it, or pass --database-url / DATABASE_URL", project, dir), exitFailure)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("embedded postgres: %w", err)
 		}
@@ -76,6 +92,19 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 			cfg.ConnConfig.Host, cleanPgError(err))
 	}
 	return pool, nil
+}
+
+// undefinedTable is SQLSTATE 42P01, undefined_table.
+const undefinedTable = "42P01"
+
+// noSchema explains an error from a database rflow never migrated: a read
+// command finds no rflow (or river) tables there.
+func noSchema(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+		return errors.New("the database has no rflow schema yet: run `rflow migrate` or `rflow start` first")
+	}
+	return err
 }
 
 // cleanPgError keeps the last, most specific part of a pgconn error and

@@ -199,13 +199,15 @@ func testDev(t *testing.T, bin string, dc devCase) {
 		if err != nil {
 			return false
 		}
-		var completed []struct {
-			ID string `json:"id"`
+		var completed struct {
+			Runs []struct {
+				ID string `json:"id"`
+			} `json:"runs"`
 		}
 		if json.Unmarshal(out, &completed) != nil {
 			return false
 		}
-		for _, r := range completed {
+		for _, r := range completed.Runs {
 			steps := runSteps(t, bin, dbURL[1], r.ID)
 			require.Equal(t, "completed", steps["score"], "the http_call step of run %s", r.ID)
 			require.Equal(t, "completed", steps["receipt"], "the notify step of run %s", r.ID)

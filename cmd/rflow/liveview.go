@@ -134,12 +134,8 @@ func formatEther(wei *big.Int) string {
 	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
 }
 
-// shortID is the end of a run id: its random part (the start of a UUIDv7 is
-// a timestamp, the same for runs claimed together).
-func shortID(id uuid.UUID) string {
-	s := id.String()
-	return s[len(s)-8:]
-}
+// shortID is the short run id `runs show|retry|cancel` accept.
+func shortID(id uuid.UUID) string { return store.ShortID(id) }
 
 func short(s string, n int) string {
 	if len(s) <= n {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -25,6 +26,7 @@ const (
 )
 
 func main() {
+	plainHelp()
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
@@ -40,16 +42,12 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var unknown string
 	app := newApp(stdout, stderr)
-	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, interspersed(app, args))
-	if err == nil && unknown != "" {
-		err = usagef("unknown command %q", unknown)
-	}
 	if err == nil {
 		return 0
 	}
+	err = noSchema(err)
 	var exitErr cli.ExitCoder
 	if errors.As(err, &exitErr) {
 		if msg := exitErr.Error(); msg != "" {
@@ -82,12 +80,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:                 "rflow",
 		Usage:                "exactly-once workflows for on-chain automation",
-		Version:              version,
+		Version:              buildVersion(),
 		Writer:               stdout,
 		ErrWriter:            stderr,
-		HideVersion:          true,
+		HideVersion:          true, // our own --version, so a command's -v stays its own
 		EnableBashCompletion: false,
 		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: versionFlagName, Aliases: []string{"v"}, Usage: "print the rflow version"},
 			&cli.StringFlag{
 				Name:    "database-url",
 				Usage:   "Postgres URL (absent: an embedded local Postgres)",
@@ -111,6 +110,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			workflowsCommand(),
 		},
+		Action: func(c *cli.Context) error {
+			if c.Bool(versionFlagName) {
+				fmt.Fprintln(c.App.Writer, "rflow", c.App.Version)
+				return nil
+			}
+			if c.NArg() > 0 {
+				return unknownCommand(c.App.Commands, "", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() reports errors
 	}
@@ -126,7 +135,7 @@ func setUsageHandlers(cmds []*cli.Command) {
 			sub := c
 			c.Action = func(ctx *cli.Context) error {
 				if ctx.NArg() > 0 {
-					return usagef("%s: unknown command %q", sub.FullName(), ctx.Args().First())
+					return unknownCommand(sub.Subcommands, sub.FullName()+": ", ctx.Args().First())
 				}
 				return cli.ShowSubcommandHelp(ctx)
 			}
@@ -140,8 +149,49 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print the rflow version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintln(c.App.Writer, "rflow", version)
+			fmt.Fprintln(c.App.Writer, "rflow", c.App.Version)
 			return nil
 		},
 	}
+}
+
+const versionFlagName = "version"
+
+// buildVersion is the version set with -ldflags, else what the Go
+// toolchain stamped: the module version of a `go install …@v1.2.3`, or the
+// commit (and whether the tree was dirty) of a build from a checkout.
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	return stampedVersion(bi)
+}
+
+// stampedVersion is the version the Go toolchain recorded in bi.
+func stampedVersion(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return version
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return "dev-" + rev + dirty
 }

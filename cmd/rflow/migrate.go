@@ -28,7 +28,11 @@ func migrateCommand() *cli.Command {
 				return usagef("migrate: unknown action %q (want up or status)", verb)
 			}
 			logger := newLogger(c)
-			db, err := openDatabase(c, projectName(c), logger)
+			open := openDatabase
+			if verb == "status" {
+				open = openExisting // a status never creates a database
+			}
+			db, err := open(c, projectName(c), logger)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,16 @@ func outputFlag() cli.Flag {
 	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}
 }
 
+// checkOutput fails on an unknown -o, so a command can say so before it
+// does any work.
+func checkOutput(c *cli.Context) error {
+	switch c.String("output") {
+	case "json", "table", "":
+		return nil
+	}
+	return usagef("-o: unknown format %q (want table or json)", c.String("output"))
+}
+
 // printJSON writes v as indented JSON when -o json was asked for and
 // reports whether it did.
 func printJSON(c *cli.Context, v any) (bool, error) {
@@ -18,9 +28,7 @@ func printJSON(c *cli.Context, v any) (bool, error) {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		return true, enc.Encode(v)
-	case "table", "":
-		return false, nil
 	default:
-		return false, usagef("-o: unknown format %q (want table or json)", c.String("output"))
+		return false, checkOutput(c)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 func runsCommand() *cli.Command {
@@ -29,9 +31,11 @@ func runsCommand() *cli.Command {
 				Flags: []cli.Flag{
 					configFlag(), outputFlag(),
 					&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},
-					&cli.StringFlag{Name: "status", Usage: "only runs in this status"},
+					&cli.StringFlag{Name: "status", Usage: "only runs in this status (" + joinStatuses(store.RunStatuses()) + ")"},
 					&cli.BoolFlag{Name: "failed", Usage: "only failed runs (the dead letter queue)"},
-					&cli.IntFlag{Name: "limit", Value: 50},
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many runs"},
+					&cli.StringFlag{Name: "after", Usage: "the page after this cursor (next_cursor of -o json; a run id)"},
+					&cli.BoolFlag{Name: "all", Usage: "every run, page by page (no --limit)"},
 				},
 				Action: runsList,
 			},
@@ -51,39 +55,139 @@ func runsCommand() *cli.Command {
 	}
 }
 
-func runID(c *cli.Context) (uuid.UUID, error) {
+// runArg checks the one argument of a run command: a run id, or the short
+// id the live view prints (its last store.ShortIDLen hex digits).
+func runArg(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
-		return uuid.Nil, usagef("%s takes exactly one run id", c.Command.FullName())
+		return "", usagef("%s takes exactly one run id", c.Command.FullName())
 	}
-	id, err := uuid.Parse(c.Args().First())
+	arg := c.Args().First()
+	if _, err := uuid.Parse(arg); err == nil || isShortID(arg) {
+		return arg, nil
+	}
+	return "", usagef("%q is not a run id (a UUID, or the %d-character short id `rflow dev` prints)", arg, store.ShortIDLen)
+}
+
+func isShortID(s string) bool {
+	if len(s) != store.ShortIDLen {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// resolveRun turns a run id or a short id into the run's id. An ambiguous
+// short id is an error listing the runs it matches.
+func resolveRun(ctx context.Context, db store.DBTX, arg string) (uuid.UUID, error) {
+	if id, err := uuid.Parse(arg); err == nil {
+		return id, nil
+	}
+	const shown = 10
+	runs, err := store.RunsByShortID(ctx, db, arg, shown+1)
 	if err != nil {
-		return uuid.Nil, usagef("%q is not a run id (a UUID)", c.Args().First())
+		return uuid.Nil, err
 	}
-	return id, nil
+	switch len(runs) {
+	case 0:
+		return uuid.Nil, cli.Exit(fmt.Sprintf("no run has the short id %s", arg), exitFailure)
+	case 1:
+		return runs[0].ID, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "short id %s matches more than one run; give the full id:", arg)
+	for i, r := range runs {
+		if i == shown {
+			b.WriteString("\n  …")
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s  %s  %s  %s", r.ID, r.Workflow, r.Status, r.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return uuid.Nil, cli.Exit(b.String(), exitFailure)
+}
+
+// listPage is the batch size of runs list --all.
+const listPage = 1000
+
+// runList is runs list's -o json: a page of runs and the cursor of the
+// next one (absent on the last page).
+type runList struct {
+	Runs       []*server.Run `json:"runs"`
+	NextCursor *uuid.UUID   `json:"next_cursor,omitempty"`
 }
 
 func runsList(c *cli.Context) error {
-	status := store.RunStatus(c.String("status"))
-	if status != "" && !status.Valid() {
-		return usagef("--status %q is not a run status; use one of %s", status, joinStatuses(store.RunStatuses()))
-	}
+	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit")}
 	if c.Bool("failed") {
-		status = store.RunFailed
+		if f.Status != "" && f.Status != store.RunFailed {
+			return usagef("--failed and --status %s contradict each other", f.Status)
+		}
+		f.Status = store.RunFailed
 	}
-	db, err := openDatabase(c, projectName(c), newLogger(c))
+	if f.Status != "" && !f.Status.Valid() {
+		return usagef("--status %q is not a run status; use one of %s", f.Status, joinStatuses(store.RunStatuses()))
+	}
+	if f.Limit < 1 {
+		return usagef("--limit must be at least 1")
+	}
+	all := c.Bool("all")
+	if all && c.IsSet("limit") {
+		return usagef("--all lists every run: leave out --limit")
+	}
+	if all {
+		f.Limit = listPage
+	}
+	if a := c.String("after"); a != "" {
+		id, err := uuid.Parse(a)
+		if err != nil {
+			return usagef("--after %q is not a cursor (the next_cursor of -o json, a run id)", a)
+		}
+		f.Before = &id
+	}
+	if err := checkOutput(c); err != nil {
+		return err
+	}
+	db, err := openExisting(c, projectName(c), newLogger(c))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	runs, err := store.ListRuns(c.Context, db.Pool, store.RunFilter{Workflow: c.String("workflow"), Status: status, Limit: c.Int("limit")})
-	if err != nil {
-		return err
+	var table *tabwriter.Writer
+	out := runList{Runs: []*server.Run{}}
+	for {
+		runs, err := store.ListRuns(c.Context, db.Pool, f)
+		if err != nil {
+			return notFound(err)
+		}
+		out.NextCursor = nil
+		if len(runs) == f.Limit {
+			out.NextCursor = &runs[len(runs)-1].ID
+		}
+		if c.String("output") == "json" {
+			out.Runs = append(out.Runs, server.NewRuns(runs)...)
+		} else {
+			// A person's table streams, page by page.
+			if table == nil {
+				table = tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(table, "ID\tWORKFLOW\tSTATUS\tTRIGGER\tCREATED\tERROR")
+			}
+			printRuns(table, runs)
+		}
+		if !all || out.NextCursor == nil {
+			break
+		}
+		f.Before = out.NextCursor
 	}
-	if done, err := printJSON(c, server.NewRuns(runs)); done || err != nil {
-		return err
+	if table != nil {
+		return table.Flush()
 	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tWORKFLOW\tSTATUS\tTRIGGER\tCREATED\tERROR")
+	if all {
+		out.NextCursor = nil
+	}
+	_, err = printJSON(c, out)
+	return err
+}
+
+func printRuns(w *tabwriter.Writer, runs []*store.Run) {
 	for _, r := range runs {
 		errText := ""
 		if r.Error != nil {
@@ -92,7 +196,7 @@ func runsList(c *cli.Context) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.Status, oneLine(r.TriggerKey, 40),
 			r.CreatedAt.UTC().Format(time.RFC3339), errText)
 	}
-	return w.Flush()
+	_ = w.Flush()
 }
 
 // runDetail is `runs show -o json`: the run's API fields with its journal.
@@ -102,15 +206,19 @@ type runDetail struct {
 }
 
 func runsShow(c *cli.Context) error {
-	id, err := runID(c)
+	arg, err := runArg(c)
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(c, projectName(c), newLogger(c))
+	db, err := openExisting(c, projectName(c), newLogger(c))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	id, err := resolveRun(c.Context, db.Pool, arg)
+	if err != nil {
+		return err
+	}
 	run, err := store.GetRun(c.Context, db.Pool, id, false)
 	if err != nil {
 		return notFound(err)
@@ -148,7 +256,7 @@ func runsShow(c *cli.Context) error {
 }
 
 func runsRetry(c *cli.Context) error {
-	return mutateRun(c, "retried", func(ctx context.Context, e *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	return mutateRun(c, "retried", true, func(ctx context.Context, e *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
 		return e.RetryRunTx(ctx, tx, id)
 	})
 }
@@ -156,21 +264,34 @@ func runsRetry(c *cli.Context) error {
 // runsCancel is effect-idempotent: cancelling a cancelled run prints it as
 // it is and exits 0.
 func runsCancel(c *cli.Context) error {
-	return mutateRun(c, "cancelled", func(ctx context.Context, e *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-		return e.CancelRunTx(ctx, tx, id)
+	return mutateRun(c, "cancelled", false, func(ctx context.Context, _ *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+		return store.CancelRun(ctx, tx, id)
 	})
 }
 
-func mutateRun(c *cli.Context, verb string, fn func(context.Context, *jobs.Engine, pgx.Tx, uuid.UUID) (*store.Run, error)) error {
-	id, err := runID(c)
+// mutateRun runs fn on the run the argument names, in one transaction.
+// withEngine builds the engine fn needs (from the project, without its
+// secrets); otherwise only the database is opened.
+func mutateRun(c *cli.Context, verb string, withEngine bool, fn func(context.Context, *jobs.Engine, pgx.Tx, uuid.UUID) (*store.Run, error)) error {
+	arg, err := runArg(c)
 	if err != nil {
 		return err
 	}
-	e, db, err := openEngine(c)
+	var e *jobs.Engine
+	var db *database
+	if withEngine {
+		e, db, err = openOperatorEngine(c)
+	} else {
+		db, err = openExisting(c, projectName(c), newLogger(c))
+	}
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	id, err := resolveRun(c.Context, db.Pool, arg)
+	if err != nil {
+		return err
+	}
 	var run *store.Run
 	err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
 		run, err = fn(c.Context, e, tx, id)
@@ -186,6 +307,29 @@ func mutateRun(c *cli.Context, verb string, fn func(context.Context, *jobs.Engin
 	return nil
 }
 
+// openOperatorEngine opens the existing database and an engine that is not
+// started, for operator commands (runs retry, workflows resume): enough to
+// compile a run's stored generation and enqueue its work in a transaction,
+// which the running `rflow start` then works. The project is loaded without
+// its secrets (an unset ${VAR} is left out), because such an engine signs
+// and calls nothing.
+func openOperatorEngine(c *cli.Context) (*jobs.Engine, *database, error) {
+	project, err := loadProjectWith(c, workflow.LoadOptions{AllowUnsetEnv: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := openExisting(c, project.Name, newLogger(c))
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := jobs.NewEngine(jobs.Config{Pool: db.Pool, Project: project})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return e, db, nil
+}
+
 // openEngine opens the database and an engine that is not started: enough
 // to enqueue work in a transaction (the running `rflow start` works it).
 func openEngine(c *cli.Context) (*jobs.Engine, *database, error) {
@@ -193,15 +337,12 @@ func openEngine(c *cli.Context) (*jobs.Engine, *database, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openDatabase(c, project.Name, newLogger(c))
+	logger := newLogger(c)
+	db, err := openDatabase(c, project.Name, logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := store.Migrate(c.Context, db.Pool, nil); err != nil {
-		db.Close()
-		return nil, nil, err
-	}
-	e, err := jobs.NewEngine(jobs.Config{Pool: db.Pool, Project: project})
+	e, err := migratedEngine(c.Context, engineOptions{db: db, project: project, logger: logger}, nil)
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -229,6 +370,8 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "start a run of a workflow by hand (manual trigger)",
 		ArgsUsage: "<workflow>",
+		Description: "Like start, run migrates the database and deploys the project's workflows first, so it works\n" +
+			"on a fresh database; a running `rflow start` (or a later one) works the run.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "input", Usage: "JSON exposed as trigger.input"},
@@ -251,13 +394,23 @@ func runCommand() *cli.Command {
 			if key == "" {
 				key = "manual:" + uuid.NewString()
 			}
-			e, db, err := openEngine(c)
+			logger := newLogger(c)
+			project, err := loadProject(c)
+			if err != nil {
+				return err
+			}
+			if project.Workflow(name) == nil {
+				return cli.Exit(fmt.Sprintf("workflow %s is not in %s", name, c.String("config")), exitFailure)
+			}
+			db, err := openDatabase(c, project.Name, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if _, err := store.GetWorkflow(c.Context, db.Pool, name); err != nil {
-				return cli.Exit(fmt.Sprintf("workflow %s is not deployed (run `rflow start` once to sync %s)", name, c.String("config")), exitFailure)
+			// No backends: this engine only enqueues; `rflow start` works the run.
+			e, err := deployProject(c.Context, engineOptions{db: db, project: project, logger: logger, configPath: c.String("config")}, nil)
+			if err != nil {
+				return err
 			}
 			var id uuid.UUID
 			var created bool

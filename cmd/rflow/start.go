@@ -15,6 +15,7 @@ import (
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -32,7 +33,7 @@ func startCommand() *cli.Command {
 			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
-			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes (default 1 MiB)"},
+			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
@@ -90,30 +91,48 @@ type engineOptions struct {
 	ready func(*jobs.Engine)
 }
 
-// runEngine migrates, syncs the project's workflows, and runs the engine
-// and triggers until ctx ends, then shuts down gracefully.
-func runEngine(ctx context.Context, o engineOptions) error {
-	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
-		return err
+// deployProject migrates the database, builds the engine (not started) and
+// syncs the project's workflows: what start does before it works, and all
+// that `rflow run` needs to claim a run on a fresh database. backends are
+// the relayer's (nil: an engine that only enqueues, with no relayer).
+func deployProject(ctx context.Context, o engineOptions, backends map[uint64]relayer.Backend) (*jobs.Engine, error) {
+	engine, err := migratedEngine(ctx, o, backends)
+	if err != nil {
+		return nil, err
 	}
+	synced, err := engine.SyncWorkflows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	logSync(o.logger, synced, o.configPath)
+	return engine, nil
+}
+
+// migratedEngine migrates the database and builds an engine that is not
+// started.
+func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]relayer.Backend) (*jobs.Engine, error) {
+	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
+		return nil, err
+	}
+	return jobs.NewEngine(jobs.Config{
+		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
+		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun,
+	})
+}
+
+// runEngine deploys the project and runs the engine and triggers until ctx
+// ends, then shuts down gracefully.
+func runEngine(ctx context.Context, o engineOptions) error {
 	// The relayer sends through the network's rpc: list with failover.
 	backends, releaseBackends, err := jobs.DialBackends(ctx, o.project, o.logger)
 	if err != nil {
 		return err
 	}
 	defer releaseBackends()
-	engine, err := jobs.NewEngine(jobs.Config{
-		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
-		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun,
-	})
+	engine, err := deployProject(ctx, o, backends)
 	if err != nil {
 		return err
 	}
-	synced, err := engine.SyncWorkflows(ctx)
-	if err != nil {
-		return err
-	}
-	logSync(o.logger, synced, o.configPath)
 	// Work stops when ctx ends; triggers get their own context so they stop
 	// claiming first.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -235,7 +254,11 @@ func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger
 // loadProject loads and validates the project file; validation errors are
 // printed one per line and make the command fail.
 func loadProject(c *cli.Context) (*workflow.Project, error) {
-	p, err := workflow.Load(c.String("config"), workflow.LoadOptions{})
+	return loadProjectWith(c, workflow.LoadOptions{})
+}
+
+func loadProjectWith(c *cli.Context, opts workflow.LoadOptions) (*workflow.Project, error) {
+	p, err := workflow.Load(c.String("config"), opts)
 	if err != nil {
 		var ds workflow.Diagnostics
 		if errors.As(err, &ds) {

@@ -20,7 +20,7 @@ func workflowsCommand() *cli.Command {
 			{
 				Name: "ls", Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
 				Action: func(c *cli.Context) error {
-					db, err := openDatabase(c, projectName(c), newLogger(c))
+					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
 						return err
 					}
@@ -50,7 +50,7 @@ func workflowsCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return usagef("pause takes exactly one workflow name")
 					}
-					db, err := openDatabase(c, projectName(c), newLogger(c))
+					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
 						return err
 					}
@@ -69,7 +69,7 @@ func workflowsCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return usagef("resume takes exactly one workflow name")
 					}
-					e, db, err := openEngine(c)
+					e, db, err := openOperatorEngine(c)
 					if err != nil {
 						return err
 					}

@@ -94,6 +94,22 @@ func URL(t testing.TB) string {
 	return u
 }
 
+// EmptyURL creates a fresh database that was never migrated (no rflow or
+// river schema), for tests of what commands do before `rflow migrate`. The
+// database is dropped when the test ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	if err := setup(); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	u, drop, err := newDatabase(context.Background(), "template0")
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(drop)
+	return u
+}
+
 // Database creates a fresh migrated database and returns its URL and a
 // function that drops it: URL for code that has no *testing.T (runnable
 // examples).
@@ -101,8 +117,14 @@ func Database(ctx context.Context) (string, func(), error) {
 	if err := setup(); err != nil {
 		return "", nil, err
 	}
+	return newDatabase(ctx, template+strategy)
+}
+
+// newDatabase creates a database cloned from template (which may carry a
+// STRATEGY clause) and returns its URL and a function that drops it.
+func newDatabase(ctx context.Context, template string) (string, func(), error) {
 	name := "rflow_test_" + randomHex(6)
-	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s%s`, name, template, strategy)); err != nil {
+	if err := adminExec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, template)); err != nil {
 		return "", nil, fmt.Errorf("create database: %w", err)
 	}
 	drop := func() {
