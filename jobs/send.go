@@ -143,6 +143,9 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if err != nil {
 		return err
 	}
+	if run.Status == store.RunCancelled {
+		return e.noteCancelledSend(ctx, tx, runID, key, attempt, t)
+	}
 	if store.RunTerminal(run.Status) {
 		return nil
 	}
@@ -200,6 +203,9 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 			}
 		}
 	} else {
+		if retried, err := e.retrySend(ctx, tx, a, l, step, t); err != nil || retried {
+			return err
+		}
 		msg := fmt.Sprintf("send %s", t.Status)
 		if t.Error != "" {
 			msg += ": " + t.Error
