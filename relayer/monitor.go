@@ -307,7 +307,7 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 	class, sendErr := r.send(ctx, b, signed)
 	switch {
 	case class.permanent():
-		return finish(ctx, r, job, row.TxID, refusal(row, signed, class, sendErr))
+		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
 	case class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
@@ -373,5 +373,5 @@ func (r *Relayer) refused(ctx context.Context, job *river.Job[SendArgs], b Backe
 	}
 	r.log.Warn("send refused for good and not in the node's mempool; ending it", "external_id", row.ExternalID,
 		"nonce", *row.Nonce, "class", class.String(), "error", sendErr)
-	return finish(ctx, r, job, row.TxID, refusal(row, signed, class, sendErr))
+	return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 }

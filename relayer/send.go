@@ -151,7 +151,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	class, sendErr := r.send(ctx, b, signed)
 	r.fault("relayer.after-send")
 	if class.permanent() {
-		return finish(ctx, r, job, row.TxID, refusal(row, signed, class, sendErr))
+		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
@@ -245,12 +245,15 @@ func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction
 // gives its nonce back (the next send reuses it). One a node once accepted
 // and lost (a restarted node) keeps it: the gap filler then consumes the
 // nonce with a no-op, so the lost bytes can never be mined later.
-func refusal(row *store.RelayerTx, signed *types.Transaction, class sendClass, err error) store.RelayerFinal {
+func (r *Relayer) refusal(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction, class sendClass, err error) store.RelayerFinal {
 	msg := "refused by the node: " + err.Error()
 	if class == sendInsufficientFunds {
-		fee := signed.GasFeeCap()
-		msg = fmt.Sprintf("insufficient funds for gas * price + value: wallet %s needs %s wei (%d gas × %s wei + value %s); node: %v",
-			row.From, signed.Cost(), signed.Gas(), fee, signed.Value(), err)
+		has := ""
+		if bal, berr := b.BalanceAt(ctx, common.HexToAddress(row.From), nil); berr == nil {
+			has = " has " + bal.String() + " wei,"
+		}
+		msg = fmt.Sprintf("insufficient funds for gas * price + value: wallet %s%s needs %s wei (%d gas × %s wei + value %s); node: %v",
+			row.From, has, signed.Cost(), signed.Gas(), signed.GasFeeCap(), signed.Value(), err)
 	}
 	f := store.RelayerFinal{Status: store.RelayerFailed, Error: msg, ReleaseNonce: row.BroadcastAt == nil}
 	if row.BroadcastAt != nil {
