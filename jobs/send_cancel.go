@@ -84,8 +84,10 @@ func (e *Engine) noteCancelledSend(ctx context.Context, tx pgx.Tx, runID uuid.UU
 	var note string
 	mined := t.ReceiptStatus != nil
 	switch {
-	case t.Status == relayer.StatusCancelled && !mined:
+	case t.Status == relayer.StatusCancelled && !mined && !t.Accepted:
 		note = "cancel: tx not sent; nothing moved"
+	case t.Status == relayer.StatusCancelled && !mined:
+		note = "cancel: the tx was dropped unmined; nothing moved: " + t.Error
 	case t.Status == relayer.StatusCancelled:
 		note = fmt.Sprintf("cancel: the no-op replacement was mined at nonce %d in block %d; the original's value did not move",
 			*t.Nonce, t.BlockNumber)
