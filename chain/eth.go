@@ -96,6 +96,13 @@ func (e *Eth) SendTransaction(ctx context.Context, tx *types.Transaction) error 
 	return err
 }
 
+// BalanceAt returns the balance of account at block n (nil: the latest).
+func (e *Eth) BalanceAt(ctx context.Context, account common.Address, n *big.Int) (*big.Int, error) {
+	return ethCall(ctx, e, "eth_getBalance", func(ec *ethclient.Client, ctx context.Context) (*big.Int, error) {
+		return ec.BalanceAt(ctx, account, n)
+	})
+}
+
 // TransactionReceipt returns the receipt of a mined transaction, or
 // ethereum.NotFound.
 func (e *Eth) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {

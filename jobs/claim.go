@@ -125,9 +125,10 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 	return store.GetRun(ctx, tx, id, false)
 }
 
-// CancelRunTx cancels a run that has not finished.
+// CancelRunTx cancels a run that has not finished, and the transactions of
+// the sends it waits on (see cancelRun).
 func (e *Engine) CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-	return store.CancelRun(ctx, tx, id)
+	return e.cancelRun(ctx, tx, id)
 }
 
 // ResumeWorkflowTx unpauses a workflow and starts the runs claimed while it

@@ -143,8 +143,11 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 			if err != nil || !ok {
 				return ok, err
 			}
-			_, err = e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{stepJob(a.run, key, attempt+1, &when)})
-			return true, err
+			if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{stepJob(a.run, key, attempt+1, &when)}); err != nil {
+				return false, err
+			}
+			// The run's row is written by flush below: a send that failed
+			// leaves waiting_tx for running while it backs off.
 		default:
 			msg := redact.Text(o.err.Error())
 			so := store.StepOutcome{Status: store.StepFailed, Error: &msg, StartedAt: started}

@@ -137,6 +137,9 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if err != nil {
 		return err
 	}
+	if run.Status == store.RunCancelled {
+		return e.noteCancelledSend(ctx, tx, runID, key, attempt, t)
+	}
 	if run.Status.Terminal() {
 		return nil
 	}
@@ -167,6 +170,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 			msg += ": " + t.Error
 		}
 		o.err = errors.New(msg)
+		o.retryable = sendRetryable(t)
 	}
 	if a.status == store.RunWaitingTx {
 		a.status = store.RunRunning

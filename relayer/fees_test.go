@@ -58,14 +58,22 @@ func TestCappedLimitsTipToMaxFee(t *testing.T) {
 func TestClassifySend(t *testing.T) {
 	t.Parallel()
 	for msg, want := range map[string]sendClass{
-		"already known":                              sendKnown,
-		"transaction already imported":               sendKnown,
-		"nonce too low: next nonce 5, tx nonce 3":    sendNonceTooLow,
-		"replacement transaction underpriced":        sendUnderpriced,
-		"transaction underpriced":                    sendUnderpriced,
-		"insufficient funds for gas * price + value": sendInsufficientFunds,
-		"context deadline exceeded":                  sendTransient,
-		"429 Too Many Requests":                      sendTransient,
+		"already known":                                                           sendKnown,
+		"transaction already imported":                                            sendKnown,
+		"nonce too low: next nonce 5, tx nonce 3":                                 sendNonceTooLow,
+		"replacement transaction underpriced":                                     sendUnderpriced,
+		"transaction underpriced":                                                 sendUnderpriced,
+		"insufficient funds for gas * price + value":                              sendInsufficientFunds,
+		"Insufficient funds for gas * price + value":                              sendInsufficientFunds, // anvil
+		"insufficient funds for gas * price + value: address 0xabc have 1 want 2": sendInsufficientFunds,
+		"intrinsic gas too low: have 20000, want 21000":                           sendRejected,
+		"invalid sender":                                                          sendRejected,
+		"invalid chain id for signer: have 1 want 31337":                          sendRejected,
+		"only replay-protected (EIP-155) transactions allowed over RPC":           sendRejected,
+		"exceeds block gas limit":                                                 sendRejected,
+		"transaction type not supported":                                          sendRejected,
+		"context deadline exceeded":                                               sendTransient,
+		"429 Too Many Requests":                                                   sendTransient,
 	} {
 		require.Equal(t, want, classifySend(errors.New(msg)), msg)
 	}

@@ -69,7 +69,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
+		return r.sendAndSnooze(ctx, job, b, row, signed)
 	}
 
 	now := time.Now()
@@ -85,17 +85,17 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	cancel := row.CancelRequestedAt != nil || (row.ExpiresAt != nil && now.After(*row.ExpiresAt))
 	switch {
 	case cancel && cur.Kind != "cancel":
-		return r.replace(ctx, job.ID, w, b, row, cur, "cancel")
+		return r.replace(ctx, job, w, b, row, cur, "cancel")
 	case untaken(bs, *row.Nonce):
 		return r.resend(ctx, job, w, b, row, cur)
 	case now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter:
-		return r.replace(ctx, job.ID, w, b, row, cur, cur.Kind)
+		return r.replace(ctx, job, w, b, row, cur, cur.Kind)
 	case cur.SentAt == nil:
 		signed, err := decodeRaw(cur.Raw)
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job.ID, b, row, signed)
+		return r.sendAndSnooze(ctx, job, b, row, signed)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }
@@ -220,7 +220,7 @@ func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if err != nil {
 		return err
 	}
-	return r.sendAndSnooze(ctx, job.ID, b, healed, signed)
+	return r.sendAndSnooze(ctx, job, b, healed, signed)
 }
 
 // fillGap handles a send stuck above a hole in the wallet's nonces: nonce
@@ -259,10 +259,10 @@ func (r *Relayer) fillGap(ctx context.Context, w *Wallet, b Backend, row *store.
 // by at least BumpPercent: a bumped copy of the send (kind "send") or a no-op
 // (kind "cancel"). At the fee cap it re-sends cur's bytes instead, in case
 // the node dropped them.
-func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
+func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, kind string) error {
 	now, err := r.market(ctx, uint64(row.ChainID), b, uint64(cur.Gas.GasLimit))
 	if err != nil {
-		return r.later(ctx, row.TxID, jobID, err)
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	old := feesOf(cur.Gas)
 	next, ok := bumped(old, now, r.cfg.BumpPercent, row.FeeCap)
@@ -275,10 +275,10 @@ func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, jobID, b, row, signed)
+		return r.sendAndSnooze(ctx, job, b, row, signed)
 	}
 	if kind == "send" {
-		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, jobID, next.row()); err != nil {
+		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, job.ID, next.row()); err != nil {
 			return err
 		}
 	}
@@ -288,12 +288,13 @@ func (r *Relayer) replace(ctx context.Context, jobID int64, w *Wallet, b Backend
 	}
 	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
 		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
-	return r.sendAndSnooze(ctx, jobID, b, row, signed)
+	return r.sendAndSnooze(ctx, job, b, row, signed)
 }
 
 // resend handles a send the node has never taken anything of at its nonce
 // (see untaken): it sends cur's bytes again. A refusal for lack of funds
-// proves the send never left the wallet: it fails at once. "Underpriced"
+// (or another permanent refusal) proves the send never left the wallet: it
+// fails at once. "Underpriced"
 // means someone else's transaction holds the nonce in the mempool: rather
 // than outbid it (it may be an operator's own), the send moves to a new
 // nonce. Any other refusal is retried, with a fee bump once BumpAfter has
@@ -305,12 +306,12 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 	}
 	class, sendErr := r.send(ctx, b, signed)
 	switch {
-	case class == sendInsufficientFunds:
-		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
+	case class.permanent():
+		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
 	case class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
-		return r.replace(ctx, job.ID, w, b, row, cur, "send")
+		return r.replace(ctx, job, w, b, row, cur, "send")
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
@@ -319,13 +320,58 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 }
 
 // sendAndSnooze sends signed bytes, records the outcome and waits for the
-// next poll. Every refusal is handled by a later poll: nonce too low by the
-// receipt and nonce checks, underpriced by the next bump, insufficient funds
-// and transient errors by re-sending.
-func (r *Relayer) sendAndSnooze(ctx context.Context, jobID int64, b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+// next poll. Most refusals are handled by a later poll: nonce too low by the
+// receipt and nonce checks, underpriced by the next bump, transient errors
+// by re-sending. A permanent one (lack of funds, a rejection) is settled
+// now, by refused.
+func (r *Relayer) sendAndSnooze(ctx context.Context, job *river.Job[SendArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
 	class, sendErr := r.send(ctx, b, signed)
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, jobID, signed.Hash(), class, sendErr); err != nil {
+	if class.permanent() {
+		return r.refused(ctx, job, b, row, signed, class, sendErr)
+	}
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// refused settles bytes of the send the node refused for good. If the node
+// still holds an earlier broadcast at the send's nonce (re-sending it is
+// "already known"; typically a bump the wallet cannot pay for while the
+// original waits), the refusal is only kept as the send's error and the
+// original keeps its chance. If the node refuses every one of them too (it
+// restarted, or the wallet was drained, and forgot them), nothing of the
+// send is in its mempool and none can be paid for: the send ends now (see
+// refusal) instead of re-broadcasting at every poll.
+func (r *Relayer) refused(ctx context.Context, job *river.Job[SendArgs], b Backend, row *store.RelayerTx, signed *types.Transaction, class sendClass, sendErr error) error {
+	bs, err := store.RelayerBroadcasts(ctx, r.cfg.Pool, row.TxID)
+	if err != nil {
+		return err
+	}
+	for i := len(bs) - 1; i >= 0; i-- {
+		o := bs[i]
+		if o.Nonce != *row.Nonce || o.SentAt == nil || o.Hash == signed.Hash().Hex() {
+			continue
+		}
+		earlier, err := decodeRaw(o.Raw)
+		if err != nil {
+			return err
+		}
+		c, e := r.send(ctx, b, earlier)
+		if c.permanent() {
+			continue
+		}
+		// Held (or taken again), or an answer that proves nothing: keep
+		// the refusal as the error; the next poll goes on from there.
+		if c != sendOK && c != sendKnown {
+			sendErr = fmt.Errorf("%w; re-sending %s: %v", sendErr, o.Hash, e)
+		}
+		if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+			return err
+		}
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	r.log.Warn("send refused for good and not in the node's mempool; ending it", "external_id", row.ExternalID,
+		"nonce", *row.Nonce, "class", class.String(), "error", sendErr)
+	return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 }

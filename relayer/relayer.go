@@ -213,10 +213,16 @@ type Transaction struct {
 	Error         string
 	Confirmations int
 	DryRun        bool
-	Simulation    *Simulation
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	FinishedAt    *time.Time
+	// CancelRequested: Cancel was asked for; the send ends cancelled unless
+	// the original is mined first.
+	CancelRequested bool
+	// Accepted: a node once accepted one of its broadcasts. A failed send
+	// that was never accepted (and has no receipt) never left the wallet.
+	Accepted   bool
+	Simulation *Simulation
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt *time.Time
 }
 
 // Final reports whether the send reached a state it never leaves.
@@ -234,6 +240,7 @@ func fromRow(row *store.RelayerTx) (*Transaction, error) {
 		From: common.HexToAddress(row.From), To: common.HexToAddress(row.To), Value: row.Value, Data: row.Data,
 		Status: Status(row.Status), Confirmations: row.Confirmations, DryRun: row.DryRun,
 		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
+		CancelRequested: row.CancelRequestedAt != nil, Accepted: row.BroadcastAt != nil,
 	}
 	if row.Nonce != nil {
 		n := uint64(*row.Nonce)
@@ -357,7 +364,28 @@ func (r *Relayer) GetByTxID(ctx context.Context, txID uuid.UUID) (*Transaction, 
 // (if the original wins the race it ends confirmed). It reports false when
 // the send is unknown or already past cancelling.
 func (r *Relayer) Cancel(ctx context.Context, externalID string) (bool, error) {
-	return store.RequestRelayerTxCancel(ctx, r.cfg.Pool, externalID)
+	_, marked, err := CancelTx(ctx, r.cfg.Pool, externalID)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return marked, err
+}
+
+// CancelTx is Cancel in the caller's transaction q, for a caller that has no
+// Relayer (an operator command connected to no node): the request is only
+// recorded, and the relayer job of a running process carries it out. It
+// returns the send as it stands and whether it was marked; a send without
+// a nonce at that moment is then never signed (see StatusCancelled).
+func CancelTx(ctx context.Context, q store.DBTX, externalID string) (*Transaction, bool, error) {
+	row, marked, err := store.RequestRelayerTxCancel(ctx, q, externalID)
+	if errors.Is(err, store.ErrRelayerTxNotFound) {
+		return nil, false, ErrNotFound
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	t, err := fromRow(row)
+	return t, marked, err
 }
 
 // Broadcast is one signed transaction sent for a send.

@@ -125,9 +125,22 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
 	}
 	r.fault("relayer.before-nonce")
-	if row, err = r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit); err != nil || row == nil {
+	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit)
+	if err != nil {
 		return err
 	}
+	if assigned == nil {
+		// Cancelled meanwhile (a cancel refuses the nonce), or no longer
+		// this job's: the next look settles which.
+		if row, err = r.owned(ctx, row.TxID, job.ID); err != nil || row == nil {
+			return err
+		}
+		if row.CancelRequestedAt != nil && row.Nonce == nil {
+			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
+		}
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	row = assigned
 	r.fault("relayer.after-nonce")
 	// A nonce this fresh has no bytes recorded for it yet.
 	signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
@@ -137,8 +150,8 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	r.fault("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
 	r.fault("relayer.after-send")
-	if class == sendInsufficientFunds {
-		return finish(ctx, r, job, row.TxID, unfunded(sendErr))
+	if class.permanent() {
+		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
@@ -225,11 +238,31 @@ func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction
 	return class, err
 }
 
-// unfunded ends a send the node refused for lack of funds before it ever
-// took it: the send never left the wallet, so it fails at once (a caller
-// with a budget releases it) and gives its nonce back.
-func unfunded(err error) store.RelayerFinal {
-	return store.RelayerFinal{Status: store.RelayerFailed, Error: "insufficient funds: " + err.Error(), ReleaseNonce: true}
+// refusal ends a send whose bytes the node refused for good (lack of funds,
+// a rejection; see sendClass.permanent) while nothing of it is in the
+// node's mempool: it fails with the reason, or ends cancelled if a cancel
+// was asked for. A send no node ever accepted never left the wallet, so it
+// gives its nonce back (the next send reuses it). One a node once accepted
+// and lost (a restarted node) keeps it: the gap filler then consumes the
+// nonce with a no-op, so the lost bytes can never be mined later.
+func (r *Relayer) refusal(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction, class sendClass, err error) store.RelayerFinal {
+	msg := "refused by the node: " + err.Error()
+	if class == sendInsufficientFunds {
+		has := ""
+		if bal, berr := b.BalanceAt(ctx, common.HexToAddress(row.From), nil); berr == nil {
+			has = " has " + bal.String() + " wei,"
+		}
+		msg = fmt.Sprintf("insufficient funds for gas * price + value: wallet %s%s needs %s wei (%d gas × %s wei + value %s); node: %v",
+			row.From, has, signed.Cost(), signed.Gas(), signed.GasFeeCap(), signed.Value(), err)
+	}
+	f := store.RelayerFinal{Status: store.RelayerFailed, Error: msg, ReleaseNonce: row.BroadcastAt == nil}
+	if row.BroadcastAt != nil {
+		f.Error += "; an earlier broadcast was accepted and then lost by the node"
+	}
+	if row.CancelRequestedAt != nil {
+		f.Status, f.Error = store.RelayerCancelled, "cancelled; nothing of it is in the node's mempool: "+f.Error
+	}
+	return f
 }
 
 // recordSend writes a send attempt's outcome: accepted moves the send to

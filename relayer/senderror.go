@@ -18,9 +18,14 @@ const (
 	// sendUnderpriced: another transaction holds the nonce in the mempool and
 	// ours does not pay enough more to replace it; bump and retry.
 	sendUnderpriced
-	// sendInsufficientFunds: the wallet cannot pay value + gas; retry later
-	// (funds may arrive) and cancel at the deadline.
+	// sendInsufficientFunds: the wallet cannot pay value + gas (go-ethereum's
+	// core.ErrInsufficientFunds). Bytes the node refuses for it are not in
+	// its mempool: see refused.
 	sendInsufficientFunds
+	// sendRejected: the node refuses these bytes for a reason no re-send
+	// of them fixes (intrinsic gas too low, a bad signature or chain id, a
+	// gas limit above the block's). Handled like insufficient funds.
+	sendRejected
 	// sendTransient: anything else (timeouts, rate limits, unknown errors).
 	// The outcome is ambiguous, so the same signed bytes are sent again
 	// later, which is safe: they have one hash.
@@ -39,6 +44,8 @@ func (c sendClass) String() string {
 		return "replacement underpriced"
 	case sendInsufficientFunds:
 		return "insufficient funds"
+	case sendRejected:
+		return "rejected"
 	}
 	return "transient"
 }
@@ -61,8 +68,25 @@ func classifySend(err error) sendClass {
 		return sendNonceTooLow
 	case strings.Contains(msg, "underpriced"):
 		return sendUnderpriced
-	case strings.Contains(msg, "insufficient funds"), strings.Contains(msg, "insufficient balance"):
+	case strings.Contains(msg, "insufficient funds"), strings.Contains(msg, "insufficient balance"),
+		strings.Contains(msg, "insufficientfunds"):
 		return sendInsufficientFunds
+	// Refusals no re-send of the same bytes fixes (geth's core and txpool
+	// wording, and the spellings of anvil and reth).
+	case strings.Contains(msg, "intrinsic gas too low"), strings.Contains(msg, "intrinsic gas exceeds gas limit"),
+		strings.Contains(msg, "floor data gas"),
+		strings.Contains(msg, "invalid sender"), strings.Contains(msg, "invalid signature"),
+		strings.Contains(msg, "invalid chain id"), strings.Contains(msg, "invalid chainid"),
+		strings.Contains(msg, "chain id mismatch"), strings.Contains(msg, "incorrect chain id"),
+		strings.Contains(msg, "only replay-protected"),
+		strings.Contains(msg, "exceeds block gas limit"), strings.Contains(msg, "gas limit too high"),
+		strings.Contains(msg, "oversized data"), strings.Contains(msg, "type not supported"),
+		strings.Contains(msg, "tip higher than fee cap"), strings.Contains(msg, "max priority fee per gas higher than max fee per gas"):
+		return sendRejected
 	}
 	return sendTransient
 }
+
+// permanent reports whether the node refused the bytes for good: re-sending
+// them can only be refused again.
+func (c sendClass) permanent() bool { return c == sendInsufficientFunds || c == sendRejected }

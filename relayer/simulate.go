@@ -77,7 +77,7 @@ func estimate(ctx context.Context, b Backend, msg ethereum.CallMsg) (*Simulation
 	if s, ok := revertOf(err); ok {
 		return s, nil
 	}
-	if classifySend(err) == sendInsufficientFunds {
+	if classifySend(err).permanent() {
 		return &Simulation{Error: err.Error()}, nil
 	}
 	return nil, fmt.Errorf("eth_estimateGas: %w", err)

@@ -266,14 +266,16 @@ type RelayerTxGas struct {
 // replacing is the send's current nonce when it is being moved to a new one
 // (someone else used it), nil for a first assignment. It returns the updated
 // send, or nil when nothing was assigned: the send is final, driven by
-// another job, or its nonce is not replacing (someone got there first).
+// another job, or its nonce is not replacing (someone got there first), or
+// (a first assignment) it was cancelled: a cancel committed before this
+// statement guarantees the send is never signed.
 func AssignNonce(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, replacing *int64, chainPending uint64,
 	gas RelayerTxGas, feeCap *big.Int) (*RelayerTx, error) {
 	t, err := scanRelayerTx(q.QueryRow(ctx, `
 		WITH send AS (
 			SELECT tx_id, from_address, chain_id FROM relayer.transactions
 			WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
-				AND nonce IS NOT DISTINCT FROM $3
+				AND nonce IS NOT DISTINCT FROM $3 AND (cancel_requested_at IS NULL OR $3::bigint IS NOT NULL)
 			FOR UPDATE
 		), reserved AS (
 			INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
@@ -518,17 +520,29 @@ func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64
 	return t, nil
 }
 
-// RequestRelayerTxCancel marks an in-flight send for cancellation; its
-// monitor replaces it with a same-nonce no-op. It reports false when the send
-// is unknown or already final.
-func RequestRelayerTxCancel(ctx context.Context, q DBTX, externalID string) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE relayer.transactions SET cancel_requested_at = COALESCE(cancel_requested_at, now()),
-			updated_at = now()
-		WHERE external_id = $1 AND status IN ('pending', 'in_mempool')`, externalID)
-	if err != nil {
-		return false, fmt.Errorf("cancel relayer tx %s: %w", externalID, err)
+// RequestRelayerTxCancel marks an in-flight send for cancellation, in q (the
+// caller's transaction, so a run's cancel and its send's commit together):
+// a send without a nonce then never gets one (AssignNonce refuses it) and its
+// job ends it cancelled; a broadcast one is replaced by its monitor with a
+// same-nonce no-op. It returns the send as it is now and whether it was
+// marked (false: unknown, ErrRelayerTxNotFound, or final already).
+func RequestRelayerTxCancel(ctx context.Context, q DBTX, externalID string) (*RelayerTx, bool, error) {
+	t, err := scanRelayerTx(q.QueryRow(ctx, `UPDATE relayer.transactions
+		SET cancel_requested_at = COALESCE(cancel_requested_at, now()), updated_at = now()
+		WHERE external_id = $1 AND status IN ('pending', 'in_mempool', 'mined')
+		RETURNING `+relayerTxColumns, externalID))
+	if err == nil {
+		return t, true, nil
 	}
-	return tag.RowsAffected() == 1, nil
+	if !errors.Is(err, ErrRelayerTxNotFound) {
+		return nil, false, fmt.Errorf("cancel relayer tx %s: %w", externalID, err)
+	}
+	t, err = scanRelayerTx(q.QueryRow(ctx, `SELECT `+relayerTxColumns+` FROM relayer.transactions
+		WHERE external_id = $1`, externalID))
+	if err != nil {
+		return nil, false, fmt.Errorf("cancel relayer tx %s: %w", externalID, err)
+	}
+	return t, false, nil
 }
 
 // RelayerNonceInFlight reports whether an in-flight send of the wallet holds

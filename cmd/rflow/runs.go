@@ -304,6 +304,10 @@ func mutateRun(c *cli.Context, verb string, withEngine bool, fn func(context.Con
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "run %s %s (status %s)\n", run.ID, verb, run.Status)
+	if run.Status == store.RunCancelled && run.Error != nil {
+		// What became of the transactions it was sending.
+		fmt.Fprintln(c.App.Writer, *run.Error)
+	}
 	return nil
 }
 
