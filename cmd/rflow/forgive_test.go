@@ -306,7 +306,7 @@ func TestRunsListPages(t *testing.T) {
 
 	_, stderr, code := rflowCmd(t, "--database-url", url, "runs", "list", "--status", "bogus")
 	require.Equal(t, 2, code)
-	require.Contains(t, stderr, `unknown status "bogus"`)
+	require.Contains(t, stderr, `--status "bogus" is not a run status`)
 	require.Contains(t, stderr, "waiting_approval")
 	_, stderr, code = rflowCmd(t, "--database-url", url, "runs", "list", "--after", uuid.NewString())
 	require.Equal(t, 1, code)
