@@ -126,9 +126,9 @@ func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*stor
 }
 
 // CancelRunTx cancels a run that has not finished, and the transactions of
-// the sends it waits on (see cancelRun).
+// the sends it waits on (see CancelRun).
 func (e *Engine) CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-	return e.cancelRun(ctx, tx, id)
+	return CancelRun(ctx, tx, id)
 }
 
 // ResumeWorkflowTx unpauses a workflow and starts the runs claimed while it

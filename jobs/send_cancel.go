@@ -13,14 +13,15 @@ import (
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// cancelRun cancels a run and the transactions of the sends it is waiting
+// CancelRun cancels a run and the transactions of the sends it is waiting
 // on, in tx. The cancellation of a send is only recorded here (an operator
 // command has no node connection); the relayer job of a running process
 // carries it out: a send without a nonce is never signed, a broadcast one is
 // replaced by a same-nonce no-op. Each such step's error, and the run's,
 // says plainly whether value may still move; noteCancelledSend records the
 // end of the story when the relayer finalises the send.
-func (e *Engine) cancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+// It needs no engine: operator commands call it with the database only.
+func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
 	// Lock the run before reading its journal: a send finalised meanwhile
 	// (onTxFinal locks the run too) is then either seen or not waiting.
 	if _, err := store.GetRun(ctx, tx, id, true); err != nil {

@@ -265,7 +265,7 @@ func runsRetry(c *cli.Context) error {
 // it is and exits 0.
 func runsCancel(c *cli.Context) error {
 	return mutateRun(c, "cancelled", false, func(ctx context.Context, _ *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-		return store.CancelRun(ctx, tx, id)
+		return jobs.CancelRun(ctx, tx, id)
 	})
 }
 
