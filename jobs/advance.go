@@ -567,6 +567,7 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	if err != nil || !ok {
 		return ok, err
 	}
+	e.observeEnded(advs)
 	var jobs []river.InsertManyParams
 	for _, a := range advs {
 		for _, j := range a.jobs {

@@ -29,6 +29,7 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 	var failed []*store.Run
 	var msgs []string
 	for _, w := range won {
+		e.observer.RunsClaimed(w.Workflow, string(claims[w.Index].TriggerKind), 1)
 		c := claims[w.Index]
 		run := &store.Run{ID: w.ID, Workflow: w.Workflow, Generation: w.Generation, Attempt: 1,
 			TriggerKey: c.TriggerKey, TriggerKind: c.TriggerKind, Trigger: c.Trigger, Status: store.RunQueued}
@@ -64,6 +65,7 @@ func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) er
 		if err := a.startRun(ctx, tx); err != nil {
 			return fmt.Errorf("start run %s: %w", run.ID, err)
 		}
+		e.traceClaim(ctx, a)
 		advs = append(advs, a)
 	}
 	_, err := e.flush(ctx, tx, advs, true, nil)

@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/relayer"
@@ -78,6 +80,15 @@ type Config struct {
 	// run every LedgerCleanupInterval on the River leader.
 	LedgerCleanup         LedgerCleanupConfig
 	LedgerCleanupInterval time.Duration
+	// Observer is told about claims, step attempts and finished runs, in
+	// memory (the metrics package implements it); nil observes nothing.
+	Observer Observer
+	// TracerProvider, when set, makes each run a trace (see trace.go);
+	// nil records no spans.
+	TracerProvider trace.TracerProvider
+	// Middleware is added to the River client after the engine's own
+	// (for example otelriver's).
+	Middleware []rivertype.Middleware
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -100,6 +111,9 @@ type Engine struct {
 	jobTimeout  time.Duration
 	rescueAfter time.Duration
 	nodeGrace   time.Duration
+	observer    Observer
+	tracer      trace.Tracer
+	tracing     bool
 
 	plansMu sync.Mutex
 	plans   map[string]*plan
@@ -129,6 +143,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 
 		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
+		observer:   cfg.Observer,
+		tracer:     newTracer(cfg.TracerProvider),
+		tracing:    cfg.TracerProvider != nil,
+	}
+	if e.observer == nil {
+		e.observer = nopObserver{}
 	}
 	e.rescueAfter = max(cmp.Or(cfg.RescueAfter, defaultRescueAfter), e.longestStepJob(cfg.Project)+e.jobTimeout)
 	if e.logger == nil {
@@ -175,6 +195,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cooldown <= 0 {
 		cooldown = 5 * time.Millisecond
 	}
+	var middleware []rivertype.Middleware
+	if e.tracing {
+		// First, so the job's trace is the parent of every later middleware's span.
+		middleware = append(middleware, &propagator{})
+	}
+	middleware = append(middleware, cfg.Middleware...)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   store.ProcessID(),
 		Schema:               store.RiverSchema,
@@ -187,6 +213,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		MaxAttempts:          1000, // the step journal, not River, decides retries
 		Logger:               e.logger.With("component", "river"),
 		PeriodicJobs:         periodic,
+		Middleware:           middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -175,6 +175,8 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if a.status == store.RunWaitingTx {
 		a.status = store.RunRunning
 	}
+	ctx, endSpan := e.traceTx(ctx, t)
+	defer endSpan()
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return err
@@ -184,5 +186,9 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 		_ = sp.Rollback(ctx)
 		return err
 	}
-	return sp.Commit(ctx)
+	if err := sp.Commit(ctx); err != nil {
+		return err
+	}
+	e.observeSend(step, o)
+	return nil
 }

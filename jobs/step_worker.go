@@ -39,7 +39,7 @@ type stepWorker struct {
 // Work performs the step's side effect and commits its outcome. The step's
 // row and attempt were made durable in the transaction that enqueued this
 // job, so the effect is never the first trace of the step.
-func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
+func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
 	e, args := w.e, job.Args
 	run, journal, err := store.RunWithSteps(ctx, e.pool, args.RunID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -77,6 +77,8 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 		return e.settle(ctx, job, a, at, outcome{abandon: true})
 	}
 
+	ctx, endSpan := e.traceStep(ctx, run, step)
+	defer func() { endSpan(err) }()
 	started := time.Now()
 	out, err := e.exec(ctx, &attempt{job: job, run: run, step: step, a: a, l: at.l})
 	if err != nil || out.parked {
@@ -86,6 +88,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	if err := e.settle(ctx, job, a, at, out); err != nil {
 		return err
 	}
+	e.observeOutcome(at.l.n.step.Kind, out, out.retryable && at.l.n.step.Retry.CanRetry(step.Attempt))
 	if at.l.n.parent != nil {
 		e.faults.Hit(FaultMidForeach)
 	}

@@ -10,22 +10,17 @@ import (
 	"strings"
 )
 
-// requireToken guards the command API with the bearer token. Without a
-// configured token the API is off (503), so a forgotten RFLOW_API_TOKEN can
-// never leave it open.
+// requireToken guards the command API and River UI with the API token.
+// Without a configured token they are off (503), so a forgotten
+// RFLOW_API_TOKEN can never leave them open.
 func (s *Server) requireToken(next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(s.token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.token == "" {
 			writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "api_disabled",
 				message: "the command API is disabled: start rflow with RFLOW_API_TOKEN set to enable it"})
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		// Compare digests so the comparison takes the same time whatever
-		// the length of the presented token.
-		digest := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !ok || subtle.ConstantTimeCompare(digest[:], want[:]) != 1 {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rflow"`)
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: "unauthorized",
 				message: "missing or wrong bearer token: send Authorization: Bearer $RFLOW_API_TOKEN"})
@@ -33,6 +28,25 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// authorized reports whether r carries the API token. It is the one
+// credential check of every guarded endpoint: a browser session (the run
+// console's cookie) is accepted by extending it here.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.token == "" {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && s.tokenMatches(strings.TrimSpace(got))
+}
+
+// tokenMatches compares digests, so the comparison takes the same time
+// whatever the length of the presented token.
+func (s *Server) tokenMatches(got string) bool {
+	want := sha256.Sum256([]byte(s.token))
+	digest := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(digest[:], want[:]) == 1
 }
 
 // readBody reads the whole body up to the server's limit: 413 beyond it.

@@ -1,5 +1,6 @@
 // Package server is rflow's HTTP surface: webhook triggers (POST
-// /hooks/{workflow}), the command API under /v1 and the health probes.
+// /hooks/{workflow}), the command API under /v1, River UI at /riverui/,
+// Prometheus metrics at /metrics and the health probes.
 //
 // Every mutation goes through the idempotency ledger (store.ClaimIdempotencyKey):
 // the ledger row, the state change and the River job it enqueues commit in
@@ -19,6 +20,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
 
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -71,6 +74,19 @@ type Config struct {
 	// when zero, and never less than MinAutoTTL. rflow start sets both from
 	// the project's idempotency: block or its flags.
 	AutoTTL time.Duration
+	// River is the engine's River client (jobs.Engine.Client()); when set,
+	// River UI is served at /riverui/ behind the API token.
+	River *river.Client[pgx.Tx]
+	// Metrics, when set, is served at /metrics without the token: it
+	// exposes counts under project names, never run data (see
+	// docs/operations.md).
+	Metrics http.Handler
+	// ReadyStall makes /readyz fail when one of Triggers (chain trigger
+	// cursor tasks, "event/<workflow>", "block/<workflow>",
+	// "read/<workflow>") has not moved for this long while its network's
+	// head moved; zero checks only the database.
+	ReadyStall time.Duration
+	Triggers   []string
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -84,6 +100,10 @@ type Server struct {
 	autoTTL   time.Duration
 	mux       *http.ServeMux
 	handler   http.Handler
+	riverUI   *riverui.Handler
+	// readyStall and triggers configure /readyz's stuck-trigger check.
+	readyStall time.Duration
+	triggers   map[string]bool
 	// txSlots bounds the transactions handlers hold at once to half the
 	// pool. Requests with one idempotency key queue on the ledger row while
 	// holding a connection; without the bound they could take every
@@ -103,6 +123,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
+		readyStall: cfg.ReadyStall, triggers: map[string]bool{},
+	}
+	for _, t := range cfg.Triggers {
+		s.triggers[t] = true
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -132,6 +156,17 @@ func New(cfg Config) (*Server, error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
 	}
+	if cfg.River != nil {
+		h, err := s.newRiverUI(cfg.River)
+		if err != nil {
+			return nil, err
+		}
+		s.riverUI = h
+		s.mountRiverUI(h)
+	}
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics)
+	}
 	s.mux.HandleFunc("/", s.notFound)
 	s.handler = s.recoverPanics(s.mux)
 	return s, nil
@@ -144,8 +179,9 @@ type route struct {
 	handler http.Handler
 }
 
-// routes is the one list of endpoints: New registers it and the OpenAPI
-// test compares it with docs/openapi.yaml.
+// routes is the one list of JSON endpoints: New registers it and the
+// OpenAPI test compares it with docs/openapi.yaml. River UI and /metrics
+// are mounted beside them (they speak their own formats).
 func (s *Server) routes() []route {
 	v1 := func(h http.HandlerFunc) http.Handler { return s.requireToken(h) }
 	return []route{
@@ -189,6 +225,10 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // Serve is ListenAndServe on an existing listener (for example port 0 in
 // tests); it closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.startRiverUI(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -234,22 +274,6 @@ func (s *Server) begin(ctx context.Context) (tx pgx.Tx, release func(), err erro
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		<-s.txSlots
 	}, nil
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if err := s.pool.Ping(ctx); err != nil {
-		s.logger.WarnContext(ctx, "readiness check failed", "err", err)
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "database_unreachable",
-			message: "the database is not reachable"})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // notFound answers every request no route matched: 405 (with Allow) when
