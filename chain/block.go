@@ -18,7 +18,7 @@ func (s *Service) addBlock(t BlockTrigger) error {
 	if t.Every == 0 {
 		return fmt.Errorf("block trigger %s: every must be at least 1", t.Workflow)
 	}
-	name := "block/" + t.Workflow
+	name := TaskName("block", t.Workflow)
 	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
 		start, err := s.startAtHead(ctx, n, t.Confirmations)
 		if err != nil {

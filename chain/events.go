@@ -34,7 +34,7 @@ func (s *Service) addEvent(t EventTrigger) error {
 	if err != nil {
 		return err
 	}
-	name := "event/" + t.Workflow
+	name := TaskName("event", t.Workflow)
 	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
 		jobs := make([]*cursorJob, 0, len(phases))
 		for _, p := range phases {

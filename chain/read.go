@@ -26,7 +26,7 @@ func (s *Service) addRead(t ReadTrigger) error {
 	if _, err := t.calldata(); err != nil {
 		return fmt.Errorf("read trigger %s: arguments of %s: %w", t.Workflow, t.Method.Name, err)
 	}
-	name := "read/" + t.Workflow
+	name := TaskName("read", t.Workflow)
 	if t.Interval > 0 {
 		s.addTask(name, func(ctx context.Context, lease store.Lease) error {
 			return s.readEvery(ctx, n, t, name, lease)

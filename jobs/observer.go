@@ -27,9 +27,9 @@ type Observer interface {
 // nopObserver is the engine's Observer when Config.Observer is nil.
 type nopObserver struct{}
 
-func (nopObserver) RunsClaimed(string, string, int)             {}
+func (nopObserver) RunsClaimed(string, string, int)            {}
 func (nopObserver) StepFinished(string, string, time.Duration) {}
-func (nopObserver) RunFinished(string, string)                  {}
+func (nopObserver) RunFinished(string, string)                 {}
 
 // observeOutcome reports a step attempt's outcome as its journal records it.
 func (e *Engine) observeOutcome(kind string, o outcome, retried bool) {

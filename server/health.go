@@ -49,8 +49,18 @@ type stalledTrigger struct {
 }
 
 func (s *Server) stalledTriggers(ctx context.Context) *apiError {
-	if s.readyStall <= 0 || len(s.triggers) == 0 {
+	if s.readyStall <= 0 || s.triggers == nil {
 		return nil
+	}
+	tasks, err := s.triggers(ctx)
+	if err != nil {
+		s.logger.WarnContext(ctx, "readiness check failed", "err", err)
+		return &apiError{status: http.StatusServiceUnavailable, code: "database_unreachable",
+			message: "the database is not reachable"}
+	}
+	watched := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		watched[t] = true
 	}
 	lags, err := store.CursorLags(ctx, s.pool)
 	if err != nil {
@@ -60,7 +70,7 @@ func (s *Server) stalledTriggers(ctx context.Context) *apiError {
 	}
 	var stalled []stalledTrigger
 	for _, l := range lags {
-		if s.triggers[l.Task] && l.Stalled(s.readyStall) {
+		if watched[l.Task] && l.Stalled(s.readyStall) {
 			stalled = append(stalled, stalledTrigger{Trigger: l.Task, Phase: l.Phase, ChainID: l.ChainID,
 				Block: l.Block, Head: l.Head, LastProgress: l.Updated.UTC()})
 		}

@@ -81,12 +81,13 @@ type Config struct {
 	// exposes counts under project names, never run data (see
 	// docs/operations.md).
 	Metrics http.Handler
-	// ReadyStall makes /readyz fail when one of Triggers (chain trigger
-	// cursor tasks, "event/<workflow>", "block/<workflow>",
-	// "read/<workflow>") has not moved for this long while its network's
-	// head moved; zero checks only the database.
+	// ReadyStall makes /readyz fail when a chain trigger's cursor has not
+	// moved for this long while its network's head moved; zero checks only
+	// the database. Triggers lists the cursor tasks to watch
+	// ("event/<workflow>", "block/<workflow>", "read/<workflow>"): the
+	// chain triggers currently deployed.
 	ReadyStall time.Duration
-	Triggers   []string
+	Triggers   func(context.Context) ([]string, error)
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -103,7 +104,7 @@ type Server struct {
 	riverUI   *riverui.Handler
 	// readyStall and triggers configure /readyz's stuck-trigger check.
 	readyStall time.Duration
-	triggers   map[string]bool
+	triggers   func(context.Context) ([]string, error)
 	// txSlots bounds the transactions handlers hold at once to half the
 	// pool. Requests with one idempotency key queue on the ledger row while
 	// holding a connection; without the bound they could take every
@@ -123,10 +124,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
-		readyStall: cfg.ReadyStall, triggers: map[string]bool{},
-	}
-	for _, t := range cfg.Triggers {
-		s.triggers[t] = true
+		readyStall: cfg.ReadyStall, triggers: cfg.Triggers,
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -44,6 +44,7 @@ func devCommand() *cli.Command {
 				Usage: "dev chain: auto (anvil when RFLOW_ANVIL or PATH has it, else go-ethereum's simulated backend), simulated or anvil"},
 			&cli.DurationFlag{Name: "emit-every", Value: 3 * time.Second, Usage: "how often the dev chain emits a Deposit"},
 			&cli.IntFlag{Name: "workers", Value: 10, Usage: "step jobs worked at once"},
+			readyStallFlag(),
 		},
 		Action: runDev,
 	}
@@ -147,7 +148,7 @@ func dev(c *cli.Context) error {
 	defer func() { stopWatch(); wg.Wait() }()
 	return runEngine(ctx, engineOptions{
 		db: db, project: project, logger: logger, httpAddr: c.String("http"),
-		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer,
+		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 		ready: func(*jobs.Engine) {
 			wg.Add(1)
 			go func() { defer wg.Done(); view.watch(watchCtx, db.Pool, started) }()

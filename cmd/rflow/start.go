@@ -10,11 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riverqueue/river/rivertype"
 	"github.com/urfave/cli/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/metrics"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
@@ -35,6 +38,7 @@ func startCommand() *cli.Command {
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
+			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
 			logger := newLogger(c)
@@ -58,7 +62,7 @@ func startCommand() *cli.Command {
 			err = runEngine(c.Context, engineOptions{
 				db: db, project: project, logger: logger, httpAddr: c.String("http"),
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
-				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"),
+				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 			})
 			if err != nil && c.Context.Err() != nil {
 				// SIGTERM/SIGINT during start-up: nothing was left half
@@ -89,6 +93,23 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(*jobs.Engine)
+	// readyStall is how long a chain trigger may make no progress while
+	// the head moves before /readyz fails (0: never).
+	readyStall time.Duration
+	// observer, tracer and middleware instrument the engine (metrics and
+	// traces; runEngine sets them, nil for commands that only enqueue).
+	observer   jobs.Observer
+	tracer     trace.TracerProvider
+	middleware []rivertype.Middleware
+}
+
+// defaultReadyStall is --ready-stall's default: several poll intervals and
+// block ranges of a healthy trigger, far below an operator's patience.
+const defaultReadyStall = 2 * time.Minute
+
+func readyStallFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "ready-stall", Value: defaultReadyStall,
+		Usage: "fail /readyz when a chain trigger makes no progress this long while the head moves (0 disables)"}
 }
 
 // deployProject migrates the database, builds the engine (not started) and
@@ -117,6 +138,7 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	return jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
 		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun,
+		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware,
 	})
 }
 
@@ -129,6 +151,21 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		return err
 	}
 	defer releaseBackends()
+	tr, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.shutdown(sctx); err != nil {
+			o.logger.Warn("flushing traces", "err", err)
+		}
+	}()
+	// One registry per process, fed by the engine in memory and by the
+	// database at scrape time.
+	prom := metrics.New(metrics.Config{Pool: o.db.Pool, Logger: o.logger})
+	o.observer, o.tracer, o.middleware = prom, tr.provider, tr.middleware
 	engine, err := deployProject(ctx, o, backends)
 	if err != nil {
 		return err
@@ -178,7 +215,8 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		o.logger.Info("command ledger retention", "retention", describeRetention(idem))
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit,
-			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention})
+			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
+			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Triggers: chainTasks(engine)})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
@@ -237,6 +275,17 @@ func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
 	for _, d := range s.Others {
 		logger.Info("workflow deployed but not in the project file; it stays deployed", "workflow", d.Name,
 			"generation", d.Generation, "config", configPath)
+	}
+}
+
+// chainTasks lists the cursor tasks of the deployed chain triggers, for
+// /readyz: the set the chain service runs, so a workflow deployed through
+// the API is watched too and a removed one no longer is.
+func chainTasks(engine *jobs.Engine) func(context.Context) ([]string, error) {
+	reload := engine.ChainConfig().Reload
+	return func(ctx context.Context) ([]string, error) {
+		t, err := reload(ctx)
+		return t.Tasks(), err
 	}
 }
 
