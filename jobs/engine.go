@@ -165,13 +165,19 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if e.maxJumps == 0 {
 		e.maxJumps = 100
 	}
+	var middleware []rivertype.Middleware
+	if e.tracing {
+		// First, so the job's trace is the parent of every later middleware's span.
+		middleware = append(middleware, &propagator{})
+	}
+	middleware = append(middleware, cfg.Middleware...)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
 	periodic := []*river.PeriodicJob{}
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
-		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.Hit)
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.Hit, middleware)
 		if err != nil {
 			return nil, err
 		}
@@ -195,12 +201,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cooldown <= 0 {
 		cooldown = 5 * time.Millisecond
 	}
-	var middleware []rivertype.Middleware
-	if e.tracing {
-		// First, so the job's trace is the parent of every later middleware's span.
-		middleware = append(middleware, &propagator{})
-	}
-	middleware = append(middleware, cfg.Middleware...)
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   store.ProcessID(),
 		Schema:               store.RiverSchema,

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rflow-dev/rflow/store"
 )
@@ -62,6 +63,9 @@ type Config struct {
 	Networks map[uint64]Backend
 	// OnFinal, when set, runs in the transaction that finalises a send.
 	OnFinal FinalHook
+	// Middleware wraps the inserts of the relayer's jobs (the engine's
+	// trace propagation: a send's job carries its step's trace).
+	Middleware []rivertype.Middleware
 	// Fault, when set, is called at each fault point ("relayer.after-queue",
 	// "relayer.before-nonce", "relayer.after-nonce", "relayer.before-send",
 	// "relayer.after-send", "relayer.before-final"): crash tests kill the
@@ -133,7 +137,7 @@ func New(cfg Config) (*Relayer, error) {
 	if r.cfg.StaleAfter <= 0 {
 		r.cfg.StaleAfter = 2 * time.Minute
 	}
-	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Schema: r.schema, Logger: r.log})
+	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{Schema: r.schema, Logger: r.log, Middleware: cfg.Middleware})
 	if err != nil {
 		return nil, fmt.Errorf("relayer: river client: %w", err)
 	}
