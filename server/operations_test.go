@@ -268,3 +268,42 @@ func TestRiverUIOffWithoutToken(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, r.status)
 	require.Equal(t, "api_disabled", r.errorCode(t))
 }
+
+// TestReadyzFailsOnStalledTrigger: /readyz answers 503 with the stuck
+// trigger when its cursor stood still for longer than ReadyStall while the
+// head moved, ignores cursors of tasks it was not given, and is ready again
+// once the cursor moves; /healthz stays 200 throughout.
+func TestReadyzFailsOnStalledTrigger(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *server.Config) {
+		c.ReadyStall = time.Minute
+		c.Triggers = []string{"event/keyed"}
+	})
+	exec := func(sql string) {
+		t.Helper()
+		_, err := b.pool.Exec(b.ctx, sql)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash, seen_at)
+		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(secs => 20 - n) FROM generate_series(10, 20) n`)
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
+		('event/removed', 'head', 1, 10, now() - interval '1 hour')`)
+	r := b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusOK, r.status, "a task this project does not run is not watched: %s", r.body)
+
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
+		('event/keyed', 'head', 1, 12, now() - interval '5 minutes')`)
+	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	require.Equal(t, "trigger_stalled", r.errorCode(t))
+	stalled := r.json(t)["error"].(map[string]any)["details"].(map[string]any)["stalled"].([]any)
+	require.Len(t, stalled, 1)
+	require.Equal(t, "event/keyed", stalled[0].(map[string]any)["trigger"])
+	require.Equal(t, float64(12), stalled[0].(map[string]any)["block"])
+	require.Equal(t, float64(20), stalled[0].(map[string]any)["head"])
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, nil).status, "liveness only")
+
+	exec(`UPDATE indexer.cursors SET block = 20, updated_at = now() WHERE task = 'event/keyed'`)
+	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+}

@@ -1,0 +1,69 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// TestGaugesNonceGapsAndLag: a wallet with sends in flight above a nonce
+// nobody holds reports that hole (and not the confirmed ones below, nor a
+// wallet with nothing in flight); a cursor behind the head reports the
+// blocks and the age of its first unclaimed block, and is stalled only
+// once the head moved on while it stood still.
+func TestGaugesNonceGapsAndLag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.Pool(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO relayer.nonces (address, chain_id, next_nonce) VALUES ('0xaa', 1, 8), ('0xbb', 1, 3)`)
+	tx := func(n int, from string, nonce int64, status string) {
+		exec(`INSERT INTO relayer.transactions (tx_id, external_id, wallet, chain_id, from_address, to_address, nonce, status)
+			VALUES (gen_random_uuid(), $1, 'ops', 1, $2, '0xdead', $3, $4)`, "x"+string(rune('a'+n)), from, nonce, status)
+	}
+	tx(0, "0xaa", 0, "confirmed")
+	tx(1, "0xaa", 1, "confirmed")
+	tx(2, "0xaa", 2, "failed") // its nonce was released: a hole at 2
+	tx(3, "0xaa", 3, "pending")
+	tx(4, "0xaa", 5, "in_mempool") // and one at 4
+	tx(5, "0xbb", 0, "confirmed")
+	tx(6, "0xbb", 1, "failed") // nothing in flight above it: no stall
+
+	exec(`INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash, seen_at)
+		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(secs => 100 - n) FROM generate_series(90, 100) n`)
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
+		('event/behind', 'head', 1, 95, now() - interval '10 minutes'),
+		('event/current', 'head', 1, 100, now() - interval '10 minutes')`)
+
+	g, err := store.ReadGauges(ctx, pool)
+	require.NoError(t, err)
+	gaps := map[string]int64{}
+	for _, n := range g.NonceGaps {
+		gaps[n.Address] = n.Gaps
+	}
+	require.Equal(t, map[string]int64{"0xaa": 2, "0xbb": 0}, gaps)
+	require.Len(t, g.Transactions, 2, "in-flight sends only: %v", g.Transactions)
+
+	lags := map[string]store.CursorLag{}
+	for _, c := range g.Cursors {
+		lags[c.Task] = c
+	}
+	behind := lags["event/behind"]
+	require.Equal(t, int64(100), behind.Head)
+	require.Equal(t, int64(95), behind.Block)
+	require.InDelta(t, 4*time.Second, behind.Behind, float64(2*time.Second), "block 96 was seen 4s ago")
+	require.True(t, behind.Stalled(time.Minute), "the head moved for minutes while it stood still")
+	require.False(t, behind.Stalled(time.Hour))
+	current := lags["event/current"]
+	require.Zero(t, current.Behind)
+	require.False(t, current.Stalled(time.Minute), "at the head: an idle chain is not a stuck trigger")
+}
