@@ -3,8 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"

@@ -105,6 +105,22 @@ workflows:
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API needs the token")
+
+	// The same listener serves River UI (token) and Prometheus (no token).
+	code, b = get("/riverui/api/jobs?state=completed")
+	require.Equal(t, 200, code, "%s", b)
+	require.Contains(t, string(b), `"kind":"rflow.step"`)
+	resp, err = http.Get(base + "/riverui/api/jobs")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "River UI needs the token")
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(metrics), `rflow_claims_total{trigger="webhook",workflow="on-order"} 1`)
+	require.Contains(t, string(metrics), `rflow_runs_finished_total{status="completed",workflow="on-order"} 1`)
 }
 
 // TestStartCommandIdempotency runs `rflow start --http` as a process with the
