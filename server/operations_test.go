@@ -277,7 +277,7 @@ func TestReadyzFailsOnStalledTrigger(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *server.Config) {
 		c.ReadyStall = time.Minute
-		c.Triggers = []string{"event/keyed"}
+		c.Triggers = func(context.Context) ([]string, error) { return []string{"event/keyed"}, nil }
 	})
 	exec := func(sql string) {
 		t.Helper()
