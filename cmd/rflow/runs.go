@@ -112,7 +112,7 @@ const listPage = 1000
 // next one (absent on the last page).
 type runList struct {
 	Runs       []*server.Run `json:"runs"`
-	NextCursor *uuid.UUID   `json:"next_cursor,omitempty"`
+	NextCursor *uuid.UUID    `json:"next_cursor,omitempty"`
 }
 
 func runsList(c *cli.Context) error {
