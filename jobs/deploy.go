@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -35,6 +36,9 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 		for _, wf := range byName(e.project.Workflows) {
 			d, err := store.SyncWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 			if err != nil {
+				return err
+			}
+			if err := budgets.Declare(ctx, tx, wf); err != nil {
 				return err
 			}
 			out.Deployed = append(out.Deployed, d)
@@ -77,6 +81,9 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		if err != nil {
 			return nil, err
 		}
+		if err := budgets.Declare(ctx, tx, wf); err != nil {
+			return nil, err
+		}
 		out = append(out, d)
 	}
 	return out, nil
@@ -92,6 +99,9 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	}
 	if wf.Name != name {
 		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
+	}
+	if err := budgets.Declare(ctx, tx, wf); err != nil {
+		return store.Deployed{}, err
 	}
 	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 }

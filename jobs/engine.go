@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
@@ -263,6 +264,10 @@ func (e *Engine) Recover(ctx context.Context) error {
 		if _, err := e.relayer.Recover(ctx); err != nil {
 			return fmt.Errorf("relayer recovery: %w", err)
 		}
+	}
+	// Budget reservations a crash left live settle against the relayer.
+	if _, err := budgets.Reconcile(ctx, e.pool); err != nil {
+		return fmt.Errorf("budget recovery: %w", err)
 	}
 	return nil
 }

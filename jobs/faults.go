@@ -4,8 +4,9 @@ package jobs
 // package fault). They mark the windows the reliability contract talks
 // about.
 const (
-	FaultAfterClaim   = "after-claim"   // a run and its first job are committed
-	FaultAfterJournal = "after-journal" // a step's row is durable, its effect not yet made
-	FaultAfterEffect  = "after-effect"  // the effect happened, its outcome not yet committed
-	FaultMidForeach   = "mid-foreach"   // a foreach item's outcome is committed, others pending
+	FaultAfterClaim   = "after-claim"          // a run and its first job are committed
+	FaultAfterJournal = "after-journal"        // a step's row is durable, its effect not yet made
+	FaultAfterEffect  = "after-effect"         // the effect happened, its outcome not yet committed
+	FaultMidForeach   = "mid-foreach"          // a foreach item's outcome is committed, others pending
+	FaultAfterReserve = "budget.after-reserve" // a send's budget reservation is written, the relayer not yet called
 )

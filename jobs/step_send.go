@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -31,8 +32,41 @@ func (e *Engine) execSend(ctx context.Context, x *attempt) (outcome, error) {
 	if err != nil {
 		return outcome{err: err}, nil
 	}
+	spend, err := e.budgetSpend(x, req)
+	if err != nil {
+		return outcome{err: err}, nil
+	}
 	e.faults.Hit(FaultAfterJournal)
-	return outcome{parked: true}, e.parkSend(ctx, x.job, x.a, x.step, req)
+	err = e.parkSend(ctx, x.job, x.a, x.step, req, spend)
+	if ex := (*budgets.ExceededError)(nil); errors.As(err, &ex) {
+		return outcome{err: ex}, nil // rolled back: nothing reserved, nothing queued
+	}
+	return outcome{parked: true}, err
+}
+
+// budgetSpend is what the send takes from its budget, or nil for a send
+// under none. A dry run reaches no wallet and spends nothing.
+func (e *Engine) budgetSpend(x *attempt, req relayer.Request) (*budgets.Spend, error) {
+	send := x.l.n.step.Send
+	if send.Budget == "" || e.dryRun {
+		return nil, nil
+	}
+	wf := x.a.p.wf
+	var b *workflow.BudgetRef
+	for i := range wf.Budgets {
+		if wf.Budgets[i].Name == send.Budget {
+			b = &wf.Budgets[i]
+		}
+	}
+	if b == nil {
+		return nil, fmt.Errorf("send: budget %s is not declared by workflow %s", send.Budget, wf.Name)
+	}
+	amt, err := budgets.Amount(*b, send, req.Value, req.Data)
+	if err != nil {
+		return nil, fmt.Errorf("send: %w", err)
+	}
+	return &budgets.Spend{Workflow: x.run.Workflow, Budget: *b, ExternalID: req.ExternalID, Amount: amt,
+		RunID: x.run.ID, StepKey: x.step.Key, Attempt: x.step.Attempt}, nil
 }
 
 // sendRequest evaluates a send step into a relayer request.
@@ -53,9 +87,6 @@ func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (rel
 	}
 	if send.Approval != nil {
 		return req, errors.New("send: approval gates are not available in this version of rflow; remove approval:")
-	}
-	if send.Budget != "" {
-		return req, errors.New("send: spend budgets are not enforced by this version of rflow; remove budget: rather than send unguarded")
 	}
 	if c := e.project.Contract(send.Contract); c != nil {
 		req.To = c.Address
@@ -99,11 +130,26 @@ func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (rel
 // parkSend hands a send to the relayer and parks the run as waiting_tx, in
 // one transaction with the job's completion. QueueTx is idempotent on the
 // external id: a job re-run after a crash adopts the send it already queued.
-func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *advance, step *store.StepRun, req relayer.Request) error {
+// A send under a budget reserves its amount first, in the same transaction
+// and after every other check: over the cap it returns the
+// *budgets.ExceededError and the transaction (with the job's completion)
+// rolls back; queued, the reservation is spent.
+func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *advance, step *store.StepRun, req relayer.Request, spend *budgets.Spend) error {
 	return e.jobTx(ctx, job, "send fenced off", func(tx pgx.Tx) error {
+		if spend != nil {
+			if err := budgets.Reserve(ctx, tx, *spend); err != nil {
+				return err
+			}
+			e.faults.Hit(FaultAfterReserve)
+		}
 		t, _, err := e.relayer.QueueTx(ctx, tx, req)
 		if err != nil {
 			return err
+		}
+		if spend != nil {
+			if err := budgets.Queued(ctx, tx, req.ExternalID); err != nil {
+				return err
+			}
 		}
 		now := time.Now()
 		w := &store.Writes{}
@@ -126,6 +172,11 @@ func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *adva
 // fenced write rolls back to a savepoint, so the relayer's own writes
 // still commit.
 func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transaction) error {
+	// The budget settles whatever became of the run: only a confirmed
+	// send moved value.
+	if err := budgets.Finish(ctx, tx, t.ExternalID, t.Status == relayer.StatusConfirmed); err != nil {
+		return err
+	}
 	runID, key, attempt, ok := parseExternalID(t.ExternalID)
 	if !ok {
 		return nil // not an engine send

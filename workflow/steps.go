@@ -301,6 +301,15 @@ func (l *loader) send(ctx *wfCtx, s *Step, n *node, sc *scope) *Send {
 		if !contains(names, name) && name != "" {
 			l.errorf(b.pos, "unknown budget %s; declare it under the workflow's budgets:%s", name, suggest(name, names))
 		}
+		for _, br := range ctx.w.Budgets {
+			// An ERC-20 budget counts the amount argument of a transfer;
+			// any other call would move tokens it cannot see.
+			if br.Name == name && br.Asset != "native" && (sd.Contract != br.Asset ||
+				(sd.Function != "transfer" && sd.Function != "transferFrom")) {
+				l.errorf(b.pos, "budget %s caps %s transfers: a send under it must call %s.transfer or %s.transferFrom (contract: %s, function: transfer)",
+					name, br.Asset, br.Asset, br.Asset, br.Asset)
+			}
+		}
 		sd.Budget = name
 	}
 	if a := m["approval"]; !a.isNull() {
