@@ -109,6 +109,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runCommand(),
 			runsCommand(),
 			workflowsCommand(),
+			budgetsCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool(versionFlagName) {
