@@ -28,7 +28,7 @@ wallets:
 workflows:
   - name: pipeline
     trigger: { manual: {} }
-    budgets: [{ name: petty, asset: native, cap: "3 gwei", window: 24h }]
+    budgets: [{ name: petty, asset: native, cap: "4 gwei", window: 24h }]
     steps:
       - id: pay
         send: { wallet: ops, network: local, to: %q, value: "${{ gwei(1) }}", budget: petty }
@@ -36,9 +36,10 @@ workflows:
 
 // TestCrashBetweenReserveAndSettle kills `rflow start` after a send's budget
 // reservation is written and before the relayer call (the second time, so
-// one send is already spent). After a restart the accounting is exact (spent
-// is what reached the chain, nothing is left reserved) and the cap holds:
-// of five 1 gwei sends under 3 gwei, three complete and two are refused.
+// one send is already spent), with 4 workers racing. After a restart the
+// accounting is exact (spent is what reached the chain, nothing is left
+// reserved) and the cap holds: of ten 1 gwei sends under 4 gwei, four
+// complete and six are refused.
 func TestCrashBetweenReserveAndSettle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -51,9 +52,9 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 
-	const sends = 5
+	const sends = 10
 	enqueueManual(t, pool, config, sends)
-	startRflowWorkers(t, dbURL, config, jobs.FaultAfterReserve+":2", 1).waitKilled(t, 60*time.Second)
+	startRflowWorkers(t, dbURL, config, jobs.FaultAfterReserve+":2", 4).waitKilled(t, 60*time.Second)
 	var live int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.budget_reservations WHERE status = 'reserved'`).Scan(&live))
 	require.Zero(t, live, "the killed reservation rolled back with its relayer call")
@@ -78,21 +79,21 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 		case store.RunCompleted:
 			done++
 		case store.RunFailed:
-			require.Contains(t, *r.Error, "budget_exceeded: petty cap 3 gwei (3000000000), spent 3000000000, reserved 0, this send 1000000000")
+			require.Contains(t, *r.Error, "budget_exceeded: petty cap 4 gwei (4000000000), spent 4000000000, reserved 0, this send 1000000000")
 			refused++
 		}
 	}
-	require.Equal(t, 3, done)
-	require.Equal(t, 2, refused)
+	require.Equal(t, 4, done)
+	require.Equal(t, 6, refused)
 
 	bal, err := node.Client().BalanceAt(ctx, to, nil)
 	require.NoError(t, err)
-	require.Equal(t, "3000000000", bal.String(), "the chain received exactly the cap")
+	require.Equal(t, "4000000000", bal.String(), "the chain received exactly the cap")
 
 	out, errOut, code := rflowCmd(t, "--database-url", dbURL, "budgets", "ls", "-c", config, "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var rows []budgetRow
 	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
-	require.Equal(t, []budgetRow{{Workflow: "pipeline", Name: "petty", Asset: "native", Cap: "3000000000", CapText: "3 gwei",
+	require.Equal(t, []budgetRow{{Workflow: "pipeline", Name: "petty", Asset: "native", Cap: "4000000000", CapText: "4 gwei",
 		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0"}}, rows, "spent is the value on chain")
 }
