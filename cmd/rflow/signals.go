@@ -13,7 +13,7 @@ import (
 // shell reports a process Ctrl-C ended.
 const exitForced = 130
 
-// shutdownContext is cancelled by the first SIGINT or SIGTERM: a command
+// shutdownContext is cancelled by the first SIGINT, SIGTERM or SIGHUP: a command
 // stops gracefully (rflow start stops claiming and waits for the steps in
 // flight). A second signal calls exit(exitForced) at once: the steps it
 // interrupts are retried from the journal by the next start, as after a
@@ -22,6 +22,12 @@ func shutdownContext(stderr io.Writer, exit func(int)) (ctx context.Context, sto
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	if !signal.Ignored(syscall.SIGHUP) {
+		// A closed terminal is a stop too, not a death that leaves the
+		// process's jobs for the next start to rescue. (Under nohup the
+		// hang-up stays ignored.)
+		signal.Notify(sigs, syscall.SIGHUP)
+	}
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -92,7 +92,7 @@ func TestLogFormatJSONAndQuietRiver(t *testing.T) {
 	require.Contains(t, errOut.String(), `--log-level "loud": use debug, info, warn or error`)
 }
 
-// A clean stop (SIGTERM, steps in flight finish) leaves nothing for the
+// A clean stop (here SIGHUP, as a closed terminal sends; steps in flight finish) leaves nothing for the
 // next process to rescue: it logs no "rescued jobs of a dead process", and
 // the stopped process's node is gone.
 func TestStartCleanStopRescuesNothing(t *testing.T) {
@@ -108,7 +108,15 @@ func TestStartCleanStopRescuesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(first.out.String(), `msg="rflow started"`) }, 30*time.Second, 50*time.Millisecond)
 	enqueueManual(t, pool, config, 4)
 	require.Eventually(t, func() bool { return arrived.Load() >= 4 }, 20*time.Second, 50*time.Millisecond)
-	first.stop(t) // SIGTERM while the 4 steps are in flight; they finish
+	// A hang-up (the terminal closed) while the 4 steps are in flight is a
+	// clean stop too: they finish, and the process exits 0.
+	require.NoError(t, first.cmd.Process.Signal(syscall.SIGHUP))
+	select {
+	case <-first.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("rflow did not stop on SIGHUP; output:\n%s", first.out)
+	}
+	require.Equal(t, 0, first.cmd.ProcessState.ExitCode(), "output:\n%s", first.out)
 	var nodes int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM rflow.nodes`).Scan(&nodes))
 	require.Zero(t, nodes, "a cleanly stopped process left its node row")
