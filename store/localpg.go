@@ -50,9 +50,12 @@ type LocalOptions struct {
 // directory holds no cluster.
 var ErrNoLocalCluster = errors.New("no local database cluster")
 
-// LocalPostgres is a PostgreSQL server this process started and owns. The
-// server runs as a child process that receives SIGQUIT if this process dies,
-// so a crashed test or a killed `rflow dev` leaves no server behind.
+// LocalPostgres is a PostgreSQL server on a local cluster directory. Usually
+// this process started and owns it: the server runs as a child process that
+// receives SIGQUIT if this process dies, so a crashed test or a killed
+// `rflow dev` leaves no server behind. When another process already runs the
+// cluster's server, StartLocal attaches to it instead (Attached): Stop then
+// leaves it running.
 type LocalPostgres struct {
 	dir    string
 	port   int
@@ -64,6 +67,8 @@ type LocalPostgres struct {
 	// runAs and ephemeral are kept so Restart starts the server as before.
 	runAs     *user.User
 	ephemeral bool
+	// attachedPid is the postmaster another process runs (0: ours).
+	attachedPid int
 }
 
 // FindPostgresBinDir locates the directory holding initdb and postgres: PATH
@@ -120,6 +125,9 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 	if err != nil {
 		return nil, err
 	}
+	if lp, err := attachLocal(ctx, dir, logger); lp != nil || err != nil {
+		return lp, err
+	}
 	if opts.MustExist {
 		if _, err := os.Stat(filepath.Join(dir, "data", "PG_VERSION")); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "data"), ErrNoLocalCluster)
@@ -164,10 +172,66 @@ func (lp *LocalPostgres) URL(database string) string {
 }
 
 // Pid is the postmaster's process id.
-func (lp *LocalPostgres) Pid() int { return lp.cmd.Process.Pid }
+func (lp *LocalPostgres) Pid() int {
+	if lp.attachedPid != 0 {
+		return lp.attachedPid
+	}
+	return lp.cmd.Process.Pid
+}
+
+// Attached reports whether another process runs this server: StartLocal
+// found it running and connected to it rather than starting one.
+func (lp *LocalPostgres) Attached() bool { return lp.attachedPid != 0 }
+
+// attachLocal finds the server another process runs on the cluster in dir
+// (its postmaster.pid names a live process and the port it listens on) and
+// waits until it accepts connections. It returns nil, nil when none runs:
+// then the caller starts one. Starting a second postmaster would only fail
+// with "lock file postmaster.pid already exists".
+func attachLocal(ctx context.Context, dir string, logger *slog.Logger) (*LocalPostgres, error) {
+	pid, port, ok := runningPostmaster(filepath.Join(dir, "data"))
+	if !ok {
+		return nil, nil
+	}
+	lp := &LocalPostgres{dir: dir, port: port, logger: logger, attachedPid: pid}
+	if err := lp.waitReady(ctx, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("the postgres already running on %s (pid %d, port %d) does not answer: %w", lp.DataDir(), pid, port, err)
+	}
+	logger.Debug("attached to the running embedded postgres", "dir", lp.DataDir(), "pid", pid, "port", port)
+	return lp, nil
+}
+
+// runningPostmaster reads dataDir/postmaster.pid: its first line is the
+// postmaster's pid, its fourth the port. A file left by a server that died
+// (its pid no longer a postgres process) does not count.
+func runningPostmaster(dataDir string) (pid, port int, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, 0, false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return 0, 0, false // still being written: the server is starting
+	}
+	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
+	port, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if err1 != nil || err2 != nil || pid <= 0 || port <= 0 {
+		return 0, 0, false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0, 0, false
+	}
+	// The pid may have been reused by an unrelated process since.
+	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+	if err == nil && !strings.Contains(filepath.Base(exe), "postgres") {
+		return 0, 0, false
+	}
+	return pid, port, true
+}
 
 // Stop shuts the server down (fast shutdown: open sessions are closed) and
-// waits for it to exit. It is safe to call more than once.
+// waits for it to exit. It is safe to call more than once. A server this
+// process attached to keeps running.
 func (lp *LocalPostgres) Stop(ctx context.Context) error {
 	if lp.cmd == nil || lp.cmd.Process == nil {
 		return nil
@@ -211,6 +275,9 @@ const (
 // again on the same port: what an operator's `pg_ctl restart` (or an
 // outage) does to the processes connected to it.
 func (lp *LocalPostgres) Restart(ctx context.Context, mode ShutdownMode, down time.Duration) error {
+	if lp.Attached() {
+		return errors.New("restart postgres: another process runs it")
+	}
 	sig := syscall.SIGINT
 	if mode == ShutdownImmediate {
 		sig = syscall.SIGQUIT

@@ -143,13 +143,3 @@ func embeddedDataDir(project string) (string, error) {
 	}
 	return dir, nil
 }
-
-func newLogger(c *cli.Context) *slog.Logger {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		level = slog.LevelInfo
-	}
-	// Every line goes through redact: River, pgx and the chain client log
-	// errors that may repeat a URL with its credentials.
-	return slog.New(redact.Handler(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})))
-}

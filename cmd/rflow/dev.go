@@ -83,10 +83,18 @@ func dev(c *cli.Context) error {
 	default:
 		return usagef("--chain %q: use auto, simulated or anvil", b)
 	}
-	logger := devLogger(c)
+	logger := viewLogger(c)
 	view := newDevView(c.App.Writer)
 	ctx := c.Context
 
+	// The port before anything else: taken, it is the one thing to fix.
+	ln, err := listenHTTP(c.String("http"))
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close()
+	}
 	endpoint, err := startDevEndpoint(view)
 	if err != nil {
 		return err
@@ -100,6 +108,9 @@ func dev(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if err := ownEmbedded(db, quickstartName); err != nil {
+		return err
+	}
 
 	ch, err := startDevChain(ctx, c, view, logger)
 	if err != nil {
@@ -128,12 +139,15 @@ func dev(c *cli.Context) error {
 	if ch.walletKey != "" {
 		vars[quickstart.EnvWalletKey] = ch.walletKey
 	}
-	project, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(k string) (string, bool) {
-		if v, ok := vars[k]; ok {
-			return v, true
-		}
-		return os.LookupEnv(k)
-	}})
+	load := func() (*workflow.Project, error) {
+		return workflow.Load(path, workflow.LoadOptions{LookupEnv: func(k string) (string, bool) {
+			if v, ok := vars[k]; ok {
+				return v, true
+			}
+			return os.LookupEnv(k)
+		}})
+	}
+	project, err := load()
 	if err != nil {
 		return fmt.Errorf("the embedded quickstart project does not load: %w", err)
 	}
@@ -141,17 +155,20 @@ func dev(c *cli.Context) error {
 		return fmt.Errorf("the embedded quickstart project is named %q, want %q", project.Name, quickstartName)
 	}
 
-	view.banner(project, db, ch, endpoint.url, c.String("http"))
-	started := time.Now()
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopWatch(); wg.Wait() }()
+	view.banner(project, dir, db, ch, endpoint.url, ln)
+	ready, stopView := view.follow(ctx, db.Pool)
+	defer stopView()
+	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	var reloading sync.WaitGroup
+	defer func() { stopReload(); reloading.Wait() }()
 	return runEngine(ctx, engineOptions{
-		db: db, project: project, logger: logger, httpAddr: c.String("http"),
+		db: db, project: project, logger: logger, listener: ln,
 		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
-		ready: func(*jobs.Engine) {
-			wg.Add(1)
-			go func() { defer wg.Done(); view.watch(watchCtx, db.Pool, started) }()
+		ready: func(e *jobs.Engine) {
+			ready(e)
+			reloading.Add(1)
+			go func() { defer reloading.Done(); files.run(reloadCtx) }()
 		},
 	})
 }
@@ -159,15 +176,6 @@ func dev(c *cli.Context) error {
 // quickstartName is the quickstart project's name: it keys the embedded
 // database's data directory, which is opened before the project is loaded.
 const quickstartName = "quickstart"
-
-// devLogger logs warnings and errors only, unless --log-level is given:
-// the live view is the output of rflow dev.
-func devLogger(c *cli.Context) *slog.Logger {
-	if c.IsSet("log-level") {
-		return newLogger(c)
-	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
 
 // devChain is the chain rflow dev watches: the dev chain it started, a node
 // it deployed the Emitter on, or a node and contract it only watches.

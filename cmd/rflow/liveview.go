@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -40,13 +44,7 @@ type devView struct {
 const maxNotes = 1000
 
 func newDevView(w io.Writer) *devView {
-	v := &devView{w: w}
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb" {
-			v.tty = true
-		}
-	}
-	return v
+	return &devView{w: w, tty: isTerminal(w)}
 }
 
 const (
@@ -80,22 +78,89 @@ func (v *devView) stamp(t time.Time) string {
 	return t.UTC().Format("15:04:05.000")
 }
 
-func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoint, httpAddr string) {
+func (v *devView) banner(p *workflow.Project, dir string, db *database, ch *devChain, endpoint string, http net.Listener) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s project %s (examples/quickstart, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, len(p.Workflows))
-	if db.Embedded != nil {
-		fmt.Fprintf(&b, "  postgres  embedded, pid %d, data in %s\n", db.Embedded.Pid(), db.Embedded.DataDir())
-	} else {
-		fmt.Fprintf(&b, "  postgres  your database (--database-url)\n")
-	}
-	fmt.Fprintf(&b, "  database  %s\n", redact.URL(db.URL))
+	databaseLines(&b, db)
 	fmt.Fprintf(&b, "  chain     %s, chain id %d, %s\n", ch.desc, ch.chainID, ch.url)
 	fmt.Fprintf(&b, "  contract  Emitter at %s\n", ch.contract.Hex())
 	fmt.Fprintf(&b, "  endpoint  %s/dev/echo, %s/dev/notify\n", endpoint, endpoint)
-	if httpAddr != "" {
-		fmt.Fprintf(&b, "  http      %s (/healthz, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", httpAddr)
-	}
+	httpLine(&b, http)
+	fmt.Fprintf(&b, "  files     %s (edit them: a change is deployed as a new generation)\n", dir)
 	fmt.Fprintf(&b, "Watching runs; Ctrl-C stops everything.")
+	v.printf("%s", b.String())
+}
+
+// startBanner is what `rflow start` prints above its live view.
+func (v *devView) startBanner(p *workflow.Project, db *database, http net.Listener) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s project %s (%d workflow(s))\n", v.color(ansiBold, "rflow start"), p.Name, len(p.Workflows))
+	databaseLines(&b, db)
+	httpLine(&b, http)
+	fmt.Fprintf(&b, "Watching runs; Ctrl-C stops (waits for steps in flight), a second Ctrl-C exits at once.")
+	v.printf("%s", b.String())
+}
+
+// databaseLines name the database, with a URL that read commands can use
+// (rflow --database-url URL runs list) and no password in it.
+func databaseLines(b *strings.Builder, db *database) {
+	if db.Embedded != nil {
+		fmt.Fprintf(b, "  postgres  embedded, pid %d, data in %s\n", db.Embedded.Pid(), db.Embedded.DataDir())
+	} else {
+		fmt.Fprintf(b, "  postgres  your database (--database-url)\n")
+	}
+	fmt.Fprintf(b, "  database  %s\n", redact.URL(db.URL))
+}
+
+func httpLine(b *strings.Builder, http net.Listener) {
+	if http != nil {
+		fmt.Fprintf(b, "  http      %s (/healthz, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", http.Addr())
+	}
+}
+
+// follow returns the engine's ready hook, which starts the view on pool,
+// and a stop that ends the view and waits for it. When ctx ends (the first
+// Ctrl-C) the view says the engine is stopping.
+func (v *devView) follow(ctx context.Context, pool *pgxpool.Pool) (ready func(*jobs.Engine), stop func()) {
+	started := time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	ready = func(*jobs.Engine) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v.watch(watchCtx, pool, started)
+			if ctx.Err() != nil {
+				v.printf("%s stopping: no new runs; waiting for steps in flight (Ctrl-C again to exit at once)", v.stamp(time.Now()))
+			}
+		}()
+	}
+	return ready, func() { stopWatch(); wg.Wait() }
+}
+
+// reloaded says what a reload of the project's files deployed.
+func (v *devView) reloaded(file string, d store.Deployed) {
+	if v.tty {
+		v.printf("%s %s reloaded %s: %s generation %d", v.stamp(time.Now()), v.color(ansiCyan, "⟳"), file, v.color(ansiBold, d.Name), d.Generation)
+		return
+	}
+	v.printf("%s reloaded %s: workflow=%s generation %d", v.stamp(time.Now()), file, d.Name, d.Generation)
+}
+
+// reloadFailed prints why a changed file was not deployed; the previous
+// generation keeps running.
+func (v *devView) reloadFailed(file string, err error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s not reloaded %s (the previous generation keeps running): ", v.stamp(time.Now()), v.color(ansiRed, "✗"), file)
+	var ds workflow.Diagnostics
+	if errors.As(err, &ds) {
+		fmt.Fprintf(&b, "%d problem(s)", len(ds.Errors()))
+		for _, d := range ds {
+			fmt.Fprintf(&b, "\n    %s", d.String())
+		}
+	} else {
+		b.WriteString(err.Error())
+	}
 	v.printf("%s", b.String())
 }
 
@@ -272,6 +337,9 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 		if s.Status != store.StepCompleted {
 			detail = strings.TrimSpace(string(s.Status) + " " + errText)
 		}
+		if hash := sentHash(s); hash != "" {
+			detail = strings.TrimSpace(detail + " tx " + short(hash, 12))
+		}
 		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
 		for _, n := range v.takeNotes(r.ID, s.Key) {
 			v.printf("%s       %s %s", v.stamp(at), v.color(ansiYell, "✉"), n)
@@ -279,10 +347,28 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 		return
 	}
 	line := plainLine(fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status), took, errText)
+	if hash := sentHash(s); hash != "" {
+		line += " tx=" + hash
+	}
 	for _, n := range v.takeNotes(r.ID, s.Key) {
 		line += fmt.Sprintf(" notify=%q", n)
 	}
 	v.printf("%s", line)
+}
+
+// sentHash is the transaction hash a send step's output records (empty for
+// other steps, and for a send not yet mined).
+func sentHash(s *store.StepRun) string {
+	if len(s.Output) == 0 {
+		return ""
+	}
+	var out struct {
+		Hash string `json:"hash"`
+	}
+	if json.Unmarshal(s.Output, &out) != nil {
+		return ""
+	}
+	return out.Hash
 }
 
 func (v *devView) runStatus(r *store.Run) {

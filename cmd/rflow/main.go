@@ -4,14 +4,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -39,7 +36,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = exitFailure
 		}
 	}()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdownContext(stderr, os.Exit)
 	defer stop()
 
 	app := newApp(stdout, stderr)
@@ -85,20 +82,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:            stderr,
 		HideVersion:          true, // our own --version, so a command's -v stays its own
 		EnableBashCompletion: false,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: versionFlagName, Aliases: []string{"v"}, Usage: "print the rflow version"},
 			&cli.StringFlag{
 				Name:    "database-url",
 				Usage:   "Postgres URL (absent: an embedded local Postgres)",
 				EnvVars: []string{"DATABASE_URL"},
 			},
-			&cli.StringFlag{
-				Name:    "log-level",
-				Usage:   "debug, info, warn or error",
-				Value:   "info",
-				EnvVars: []string{"RFLOW_LOG_LEVEL"},
-			},
-		},
+		}, logFlags()...),
 		Commands: []*cli.Command{
 			versionCommand(),
 			initCommand(),
@@ -121,6 +112,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
+		Before:         checkLogFlags,
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*cli.Context, error) {}, // run() reports errors
 	}

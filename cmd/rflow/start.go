@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
@@ -18,6 +19,7 @@ import (
 	"github.com/rflow-dev/rflow/fault"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/metrics"
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
@@ -41,7 +43,11 @@ func startCommand() *cli.Command {
 			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
+			watching := liveViewWanted(c)
 			logger := newLogger(c)
+			if watching {
+				logger = viewLogger(c)
+			}
 			project, err := loadProject(c)
 			if err != nil {
 				return err
@@ -50,20 +56,40 @@ func startCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// The port first: taken, it is the one thing to fix, and the
+			// database need not start for that.
+			ln, err := listenHTTP(c.String("http"))
+			if err != nil {
+				return err
+			}
+			if ln != nil {
+				defer ln.Close()
+			}
 			db, err := openDatabase(c, project.Name, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if db.Embedded != nil {
-				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n",
-					db.Embedded.DataDir())
+			if err := ownEmbedded(db, project.Name); err != nil {
+				return err
 			}
-			err = runEngine(c.Context, engineOptions{
-				db: db, project: project, logger: logger, httpAddr: c.String("http"),
+			o := engineOptions{
+				db: db, project: project, logger: logger, listener: ln,
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
-			})
+			}
+			if watching {
+				view := newDevView(c.App.Writer)
+				view.startBanner(project, db, ln)
+				var stop func()
+				o.ready, stop = view.follow(c.Context, db.Pool)
+				defer stop()
+			} else if db.Embedded != nil {
+				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n"+
+					"rflow: database %s (read commands such as `rflow runs list` attach to it while this runs)\n",
+					db.Embedded.DataDir(), redact.URL(db.URL))
+			}
+			err = runEngine(c.Context, o)
 			if err != nil && c.Context.Err() != nil {
 				// SIGTERM/SIGINT during start-up: nothing was left half
 				// done (every step is transactional); a clean stop.
@@ -74,11 +100,40 @@ func startCommand() *cli.Command {
 	}
 }
 
+// listenHTTP listens on addr before anything else starts, so a port in use
+// is one clear line. An empty addr serves nothing (nil listener).
+func listenHTTP(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, cli.Exit(fmt.Sprintf("port %s is in use; pass --http to choose another", addr), exitFailure)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (--http): %w", addr, err)
+	}
+	return ln, nil
+}
+
+// ownEmbedded refuses to run the engine on an embedded Postgres another
+// rflow process runs: that process stops the server when it exits, which
+// would leave this one without its database. Read commands attach to it;
+// a second engine can share it on purpose through its URL.
+func ownEmbedded(db *database, project string) error {
+	if db.Embedded == nil || !db.Embedded.Attached() {
+		return nil
+	}
+	return cli.Exit(fmt.Sprintf("the embedded postgres of project %s is already running (pid %d), under another rflow process: "+
+		"stop that one first, or share its database on purpose with --database-url %s", project, db.Embedded.Pid(), redact.URL(db.URL)), exitFailure)
+}
+
 type engineOptions struct {
-	db       *database
-	project  *workflow.Project
-	logger   *slog.Logger
-	httpAddr string
+	db      *database
+	project *workflow.Project
+	logger  *slog.Logger
+	// listener serves /healthz and the API (nil: no HTTP server).
+	listener net.Listener
 	standby  bool
 	workers  int
 	shutdown time.Duration
@@ -207,7 +262,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			}()
 		}
 	}
-	if o.httpAddr != "" {
+	if o.listener != nil {
 		idem := o.idempotency
 		if idem == (workflow.Idempotency{}) {
 			idem = o.project.Idempotency
@@ -221,16 +276,10 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			_ = engine.Stop(context.Background())
 			return err
 		}
-		ln, err := net.Listen("tcp", o.httpAddr)
-		if err != nil {
-			_ = engine.Stop(context.Background())
-			return fmt.Errorf("listen on %s: %w", o.httpAddr, err)
-		}
-		o.httpAddr = ln.Addr().String()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.Serve(triggers, ln); err != nil {
+			if err := srv.Serve(triggers, o.listener); err != nil {
 				o.logger.Error("http server", "err", err)
 			}
 		}()

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/redact"
+)
+
+// Log formats (--log-format). Unset, `rflow start` shows the live view on
+// a terminal and text logs otherwise.
+const (
+	logFormatText = "text"
+	logFormatJSON = "json"
+)
+
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:    "log-level",
+			Usage:   "debug, info, warn or error",
+			Value:   "info",
+			EnvVars: []string{"RFLOW_LOG_LEVEL"},
+		},
+		&cli.StringFlag{
+			Name:    "log-format",
+			Usage:   "text or json (default: the live view on a terminal, else text)",
+			EnvVars: []string{"RFLOW_LOG_FORMAT"},
+		},
+	}
+}
+
+// checkLogFlags makes a mistyped --log-level or --log-format a usage error
+// rather than a silent default.
+func checkLogFlags(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return usagef("--log-level %q: use debug, info, warn or error", c.String("log-level"))
+	}
+	switch f := c.String("log-format"); f {
+	case "", logFormatText, logFormatJSON:
+	default:
+		return usagef("--log-format %q: use text or json", f)
+	}
+	return nil
+}
+
+// newLogger logs at --log-level in --log-format to stderr.
+func newLogger(c *cli.Context) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.String("log-level"))) // checked by checkLogFlags
+	return logger(c.App.ErrWriter, c.String("log-format"), level)
+}
+
+// viewLogger is the logger beside a live view: warnings and errors only,
+// unless --log-level is given, so the view stays readable.
+func viewLogger(c *cli.Context) *slog.Logger {
+	if c.IsSet("log-level") {
+		return newLogger(c)
+	}
+	return logger(c.App.ErrWriter, c.String("log-format"), slog.LevelWarn)
+}
+
+func logger(w io.Writer, format string, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == logFormatJSON {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	// Every line goes through redact: River, pgx and the chain client log
+	// errors that may repeat a URL with its credentials.
+	return slog.New(redact.Handler(quietRiver(h)))
+}
+
+// liveViewWanted reports whether `rflow start` shows the live view: no
+// --log-format was asked for and stdout is a terminal.
+func liveViewWanted(c *cli.Context) bool {
+	return c.String("log-format") == "" && isTerminal(c.App.Writer)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+}
+
+// quietRiver moves River's own info lines ("River client started", its
+// producer's job counts, leader elections) to debug: they are River's
+// business, not the operator's. River's logger is the engine's logger with
+// component=river (jobs.NewEngine), which is how they are told apart; its
+// warnings and errors keep their level.
+func quietRiver(h slog.Handler) slog.Handler { return riverHandler{next: h} }
+
+type riverHandler struct {
+	next  slog.Handler
+	river bool // this handler's attributes say component=river
+}
+
+func (h riverHandler) level(l slog.Level) slog.Level {
+	if h.river && l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
+}
+
+func (h riverHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, h.level(l))
+}
+
+func (h riverHandler) Handle(ctx context.Context, r slog.Record) error {
+	if l := h.level(r.Level); l != r.Level {
+		if !h.next.Enabled(ctx, l) {
+			return nil
+		}
+		r = r.Clone()
+		r.Level = l
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h riverHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	river := h.river
+	for _, a := range as {
+		if a.Key == "component" && strings.EqualFold(a.Value.String(), "river") {
+			river = true
+		}
+	}
+	return riverHandler{next: h.next.WithAttrs(as), river: river}
+}
+
+func (h riverHandler) WithGroup(name string) slog.Handler {
+	return riverHandler{next: h.next.WithGroup(name), river: h.river}
+}
