@@ -93,7 +93,7 @@ func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoi
 	fmt.Fprintf(&b, "  contract  Emitter at %s\n", ch.contract.Hex())
 	fmt.Fprintf(&b, "  endpoint  %s/dev/echo, %s/dev/notify\n", endpoint, endpoint)
 	if httpAddr != "" {
-		fmt.Fprintf(&b, "  http      %s (/healthz, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", httpAddr)
+		fmt.Fprintf(&b, "  http      %s (/healthz, /v1, /ui/, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", httpAddr)
 	}
 	fmt.Fprintf(&b, "Watching runs; Ctrl-C stops everything.")
 	v.printf("%s", b.String())

@@ -60,7 +60,7 @@ func startCommand() *cli.Command {
 					db.Embedded.DataDir())
 			}
 			err = runEngine(c.Context, engineOptions{
-				db: db, project: project, logger: logger, httpAddr: c.String("http"),
+				db: db, project: project, logger: logger, httpAddr: c.String("http"), apiToken: os.Getenv("RFLOW_API_TOKEN"),
 				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 			})
@@ -79,6 +79,8 @@ type engineOptions struct {
 	project  *workflow.Project
 	logger   *slog.Logger
 	httpAddr string
+	// apiToken is the command API's and the console's token (RFLOW_API_TOKEN).
+	apiToken string
 	standby  bool
 	workers  int
 	shutdown time.Duration
@@ -91,8 +93,9 @@ type engineOptions struct {
 	stdout      interface{ Write([]byte) (int, error) }
 	// configPath is the project file, for messages.
 	configPath string
-	// ready, when set, is told the engine is up (rflow dev prints then).
-	ready func(*jobs.Engine)
+	// ready, when set, is told the engine is up, with the address the HTTP
+	// server listens on ("" without --http); rflow dev prints then.
+	ready func(e *jobs.Engine, httpAddr string)
 	// readyStall is how long a chain trigger may make no progress while
 	// the head moves before /readyz fails (0: never).
 	readyStall time.Duration
@@ -214,7 +217,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		}
 		o.logger.Info("command ledger retention", "retention", describeRetention(idem))
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
-			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit,
+			APIToken: o.apiToken, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
 			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Triggers: chainTasks(engine)})
 		if err != nil {
@@ -236,7 +239,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		}()
 	}
 	if o.ready != nil {
-		o.ready(engine)
+		o.ready(engine, o.httpAddr)
 	}
 	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "standby", o.standby)
 
