@@ -27,7 +27,7 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, sess *session) {
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "The form has no command key: reload the page."})
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/runs/"+id.String()+"/retry", nil)
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/runs/"+id.String()+"/retry", http.NoBody)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return

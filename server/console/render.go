@@ -15,7 +15,7 @@ import (
 type view map[string]any
 
 // pageNames are the templates under templates/, each rendered inside
-// layout.html.
+// layout.html, with the run table (runtable.html) that two pages share.
 var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows"}
 
 func parsePages() (map[string]*template.Template, error) {
@@ -26,7 +26,8 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
+			"templates/layout.html", "templates/runtable.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", name, err)
 		}
