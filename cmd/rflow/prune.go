@@ -21,7 +21,7 @@ func runsPruneCommand() *cli.Command {
 			"the window longer than any redelivery of an occurrence.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
-			&cli.StringFlag{Name: "older-than", Required: true, Usage: "prune runs that finished longer ago than this, e.g. 30d, 12h"},
+			&cli.StringFlag{Name: "older-than", Usage: "prune runs that finished longer ago than this, e.g. 30d, 12h"},
 			&cli.StringSliceFlag{Name: "status", Usage: "completed, cancelled or failed; repeat for several (default: completed and cancelled)"},
 			&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},
 			&cli.IntFlag{Name: "batch", Value: store.DefaultPruneBatch, Usage: "runs deleted per transaction"},
@@ -41,6 +41,12 @@ type pruneResult struct {
 }
 
 func runsPrune(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("prune takes no arguments")
+	}
+	if c.String("older-than") == "" {
+		return usagef("--older-than is required, e.g. --older-than 30d")
+	}
 	age, err := workflow.ParseRetention(c.String("older-than"))
 	if err != nil {
 		return usagef("--older-than: %v (use a duration such as 30d or 12h)", err)
