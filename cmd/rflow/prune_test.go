@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,13 +95,7 @@ workflows:
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close()
-	out := &strings.Builder{}
-	cmd := exec.Command(rflowBin, "--database-url", storetest.URL(t), "--log-level", "warn", "start", "-c", config, "--http", addr)
-	cmd.Env = append(os.Environ(), "RFLOW_API_TOKEN=ui-t0ken")
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}
-	go func() { _ = cmd.Wait(); close(p.done) }()
+	p := startRflowArgs(t, storetest.URL(t), config, []string{"RFLOW_API_TOKEN=ui-t0ken"}, "--http", addr)
 	defer p.stop(t)
 	base := "http://" + addr
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -115,7 +107,7 @@ workflows:
 		}
 		res.Body.Close()
 		return true
-	}, 30*time.Second, 50*time.Millisecond, "output: %s", out)
+	}, 30*time.Second, 50*time.Millisecond, "output: %s", p.out)
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/ui/login?next=%2Fui%2F", res.Header.Get("Location"))
 
