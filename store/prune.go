@@ -15,7 +15,7 @@ type PruneFilter struct {
 	// Statuses are the terminal statuses to delete: RunCompleted,
 	// RunCancelled and, only when asked for, RunFailed (the DLQ). Any other
 	// status is refused.
-	Statuses []string
+	Statuses []RunStatus
 	// Workflow, when set, limits pruning to one workflow.
 	Workflow string
 	// Batch is how many runs one transaction deletes (default 500).
@@ -34,7 +34,7 @@ func (f *PruneFilter) Validate() error {
 		return fmt.Errorf("prune: at least one status is required")
 	}
 	for _, s := range f.Statuses {
-		if !RunTerminal(s) {
+		if !s.Terminal() {
 			return fmt.Errorf("prune: %q is not a terminal run status (completed, cancelled or failed); unfinished runs are never pruned", s)
 		}
 	}
@@ -42,6 +42,14 @@ func (f *PruneFilter) Validate() error {
 		f.Batch = DefaultPruneBatch
 	}
 	return nil
+}
+
+func (f *PruneFilter) statusText() []string {
+	out := make([]string, len(f.Statuses))
+	for i, s := range f.Statuses {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // prunable is the predicate shared by PruneRuns and CountPrunable. Besides
@@ -87,7 +95,7 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 			), runs AS (
 				DELETE FROM rflow.workflow_runs r USING victims v WHERE r.id = v.id RETURNING 1
 			)
-			SELECT count(*) FROM runs`, f.Statuses, f.FinishedBefore, f.Workflow, f.Batch).Scan(&n)
+			SELECT count(*) FROM runs`, f.statusText(), f.FinishedBefore, f.Workflow, f.Batch).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("prune runs: %w", err)
 		}
@@ -104,7 +112,7 @@ func CountPrunable(ctx context.Context, db DBTX, f PruneFilter) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := db.QueryRow(ctx, `SELECT count(*) `+prunable, f.Statuses, f.FinishedBefore, f.Workflow).Scan(&n)
+	err := db.QueryRow(ctx, `SELECT count(*) `+prunable, f.statusText(), f.FinishedBefore, f.Workflow).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count prunable runs: %w", err)
 	}

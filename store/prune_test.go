@@ -13,6 +13,7 @@ import (
 
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // pruneFixture claims one run per (workflow, status, age) and gives each a
@@ -35,13 +36,13 @@ func newPruneFixture(t *testing.T) *pruneFixture {
 
 // add claims a run of wf, sets its status and, for a finished one, when it
 // finished (age ago).
-func (f *pruneFixture) add(t *testing.T, wf, kind, key, status string, age time.Duration, jobState string) uuid.UUID {
+func (f *pruneFixture) add(t *testing.T, wf, kind, key string, status store.RunStatus, age time.Duration, jobState string) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	var won []store.ClaimedRun
 	require.NoError(t, pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		var err error
-		won, err = store.ClaimRuns(ctx, tx, []store.Claim{{Workflow: wf, TriggerKey: key, TriggerKind: kind}})
+		won, err = store.ClaimRuns(ctx, tx, []store.Claim{{Workflow: wf, TriggerKey: key, TriggerKind: trigger.Kind(kind)}})
 		return err
 	}))
 	require.Len(t, won, 1)
@@ -102,11 +103,11 @@ func TestPruneRuns(t *testing.T) {
 	cronNewest := f.add(t, "b", "cron", "2026-10-02T00:00:00Z", store.RunCompleted, old, "")
 
 	cutoff := time.Now().Add(-30 * 24 * time.Hour)
-	_, err := store.CountPrunable(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []string{store.RunRunning}})
+	_, err := store.CountPrunable(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []store.RunStatus{store.RunRunning}})
 	require.ErrorContains(t, err, "never pruned")
 
 	// One workflow only, and a dry run first.
-	fa := store.PruneFilter{FinishedBefore: cutoff, Statuses: []string{store.RunCompleted, store.RunCancelled}, Workflow: "a", Batch: 3}
+	fa := store.PruneFilter{FinishedBefore: cutoff, Statuses: []store.RunStatus{store.RunCompleted, store.RunCancelled}, Workflow: "a", Batch: 3}
 	n, err := store.CountPrunable(ctx, f.pool, fa)
 	require.NoError(t, err)
 	require.EqualValues(t, 8, n, "7 completed + 1 cancelled")
@@ -124,7 +125,7 @@ func TestPruneRuns(t *testing.T) {
 	}
 
 	// Every workflow: the old cron tick goes, the newest stays.
-	n, err = store.PruneRuns(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []string{store.RunCompleted}})
+	n, err = store.PruneRuns(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []store.RunStatus{store.RunCompleted}})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
 	require.False(t, f.exists(t, otherWf))
@@ -133,7 +134,7 @@ func TestPruneRuns(t *testing.T) {
 	require.True(t, f.exists(t, working))
 
 	// The DLQ only when asked for.
-	n, err = store.PruneRuns(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []string{store.RunFailed}})
+	n, err = store.PruneRuns(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []store.RunStatus{store.RunFailed}})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.False(t, f.exists(t, oldFailed))
@@ -154,7 +155,7 @@ func TestPruneSkipsLockedRuns(t *testing.T) {
 
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	fl := store.PruneFilter{FinishedBefore: time.Now().Add(-24 * time.Hour), Statuses: []string{store.RunCompleted}}
+	fl := store.PruneFilter{FinishedBefore: time.Now().Add(-24 * time.Hour), Statuses: []store.RunStatus{store.RunCompleted}}
 	n, err := store.PruneRuns(pctx, f.pool, fl)
 	require.NoError(t, err, "prune waited on a locked run")
 	require.EqualValues(t, 1, n)

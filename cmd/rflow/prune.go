@@ -33,11 +33,11 @@ func runsPruneCommand() *cli.Command {
 
 // pruneResult is what `rflow runs prune -o json` prints.
 type pruneResult struct {
-	Runs           int64     `json:"runs"`
-	DryRun         bool      `json:"dry_run"`
-	FinishedBefore time.Time `json:"finished_before"`
-	Statuses       []string  `json:"statuses"`
-	Workflow       string    `json:"workflow,omitempty"`
+	Runs           int64             `json:"runs"`
+	DryRun         bool              `json:"dry_run"`
+	FinishedBefore time.Time         `json:"finished_before"`
+	Statuses       []store.RunStatus `json:"statuses"`
+	Workflow       string            `json:"workflow,omitempty"`
 }
 
 func runsPrune(c *cli.Context) error {
@@ -51,12 +51,15 @@ func runsPrune(c *cli.Context) error {
 	if err != nil {
 		return usagef("--older-than: %v (use a duration such as 30d or 12h)", err)
 	}
-	statuses := c.StringSlice("status")
+	var statuses []store.RunStatus
+	for _, s := range c.StringSlice("status") {
+		statuses = append(statuses, store.RunStatus(s))
+	}
 	if len(statuses) == 0 {
-		statuses = []string{store.RunCompleted, store.RunCancelled}
+		statuses = []store.RunStatus{store.RunCompleted, store.RunCancelled}
 	}
 	for _, s := range statuses {
-		if !store.RunTerminal(s) {
+		if !s.Terminal() {
 			return usagef("--status %q: only finished runs can be pruned (completed, cancelled or failed)", s)
 		}
 	}

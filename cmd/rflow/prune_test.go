@@ -95,7 +95,7 @@ workflows:
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close()
-	p := startRflowArgs(t, storetest.URL(t), config, []string{"RFLOW_API_TOKEN=ui-t0ken"}, "--http", addr)
+	p := startStandbyTest(t, storetest.URL(t), config, []string{"RFLOW_API_TOKEN=ui-t0ken"}, "--http", addr)
 	defer p.stop(t)
 	base := "http://" + addr
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

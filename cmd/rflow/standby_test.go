@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,20 +31,11 @@ workflows:
         http_call: { method: POST, url: "%[1]s/b" }
 `
 
-// startRflowArgs runs `rflow start` with extra flags (and environment
-// variables) as a child process.
-func startRflowArgs(t *testing.T, dbURL, config string, env []string, extra ...string) *proc {
+// startStandbyTest runs `rflow start` with 4 workers and extra flags.
+func startStandbyTest(t *testing.T, dbURL, config string, env []string, extra ...string) *proc {
 	t.Helper()
-	out := &strings.Builder{}
 	args := append([]string{"--database-url", dbURL, "--log-level", "info", "start", "-c", config, "--workers", "4"}, extra...)
-	cmd := exec.Command(rflowBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{}), out: out}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
-	return p
+	return startRflowArgs(t, env, args...)
 }
 
 // TestStandbyTakesOver: a --standby process works nothing while the active
@@ -64,12 +53,12 @@ func TestStandbyTakesOver(t *testing.T) {
 	config := filepath.Join(t.TempDir(), "rflow.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(standbyProject, s.URL)), 0o644))
 
-	a := startRflowArgs(t, dbURL, config, nil)
+	a := startStandbyTest(t, dbURL, config, nil)
 	var clientA string
 	require.Eventually(t, func() bool {
 		return pool.QueryRow(ctx, `SELECT client_id FROM rflow.nodes`).Scan(&clientA) == nil
 	}, 30*time.Second, 50*time.Millisecond, "A never registered:\n%s", a.out)
-	b := startRflowArgs(t, dbURL, config, nil, "--standby")
+	b := startStandbyTest(t, dbURL, config, nil, "--standby")
 
 	// While A lives, B holds nothing and works nothing.
 	time.Sleep(4 * time.Second)
@@ -90,7 +79,7 @@ func TestStandbyTakesOver(t *testing.T) {
 	require.NotEmpty(t, before, "A claimed no tick")
 	inFlight := 0
 	for _, r := range before {
-		if !store.RunTerminal(r.Status) {
+		if !r.Status.Terminal() {
 			inFlight++
 		}
 	}

@@ -137,7 +137,7 @@ func (b *bundle) startRun(t *testing.T, wf string) uuid.UUID {
 	return id
 }
 
-func (b *bundle) waitRun(t *testing.T, id uuid.UUID, status string, attempt int) {
+func (b *bundle) waitRun(t *testing.T, id uuid.UUID, status store.RunStatus, attempt int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		r, err := store.GetRun(context.Background(), b.pool, id, false)
