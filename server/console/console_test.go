@@ -87,6 +87,15 @@ workflows:
 `, url)
 }
 
+func loadProject(t *testing.T, endpoint string) *workflow.Project {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rflow.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(project(endpoint)), 0o600))
+	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	require.NoError(t, err)
+	return p
+}
+
 type bundle struct {
 	pool *pgxpool.Pool
 	e    *jobs.Engine
@@ -98,11 +107,7 @@ type bundle struct {
 func setup(t *testing.T, failures int) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	ep := newEndpoint(t, failures)
-	path := filepath.Join(t.TempDir(), "rflow.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(project(ep.URL)), 0o600))
-	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
-	require.NoError(t, err)
+	p := loadProject(t, newEndpoint(t, failures).URL)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
