@@ -1,6 +1,7 @@
 // Package server is rflow's HTTP surface: webhook triggers (POST
-// /hooks/{workflow}), the command API under /v1, River UI at /riverui/,
-// Prometheus metrics at /metrics and the health probes.
+// /hooks/{workflow}), the command API under /v1, the run console under /ui/
+// (package server/console), River UI at /riverui/, Prometheus metrics at
+// /metrics and the health probes.
 //
 // Every mutation goes through the idempotency ledger (store.ClaimIdempotencyKey):
 // the ledger row, the state change and the River job it enqueues commit in
@@ -23,6 +24,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
+	"github.com/rflow-dev/rflow/server/console"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -40,6 +42,8 @@ type Engine interface {
 	StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (runID uuid.UUID, created bool, err error)
 	RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) // store.ErrNotFound / error when not failed
 	CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error)
+	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed while it was paused (the console).
+	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
 	// Workflow returns the current compiled definition (for webhook secret/idempotency_key/ttl).
 	Workflow(ctx context.Context, name string) (*workflow.Workflow, error)
 }
@@ -167,6 +171,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.HandleFunc("/", s.notFound)
 	s.handler = s.recoverPanics(s.mux)
+	// The run console's buttons send their commands through this same
+	// handler, so they share the API's ledger and checks.
+	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
+		Token: cfg.APIToken, Logger: s.logger})
+	if err != nil {
+		return nil, err
+	}
+	s.mux.Handle(console.Prefix, ui)
 	return s, nil
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -155,6 +157,7 @@ func dev(c *cli.Context) error {
 		return fmt.Errorf("the embedded quickstart project is named %q, want %q", project.Name, quickstartName)
 	}
 
+	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
 	view.banner(project, dir, db, ch, endpoint.url, ln)
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
@@ -163,14 +166,57 @@ func dev(c *cli.Context) error {
 	var reloading sync.WaitGroup
 	defer func() { stopReload(); reloading.Wait() }()
 	return runEngine(ctx, engineOptions{
-		db: db, project: project, logger: logger, listener: ln,
+		db: db, project: project, logger: logger, listener: ln, apiToken: token.value,
 		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 		ready: func(e *jobs.Engine) {
 			ready(e)
+			if ln != nil {
+				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint())
+			}
 			reloading.Add(1)
 			go func() { defer reloading.Done(); files.run(reloadCtx) }()
 		},
 	})
+}
+
+// consoleURL is where a browser on this machine opens the console served
+// on addr (an address without a host listens on every interface).
+func consoleURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/ui/"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
+}
+
+// devToken is the API token of a dev session: RFLOW_API_TOKEN when set,
+// else a fresh random one, so the console can be logged into on the first
+// command.
+type devToken struct {
+	value     string
+	generated bool
+}
+
+func newDevToken(env string) devToken {
+	if env != "" {
+		return devToken{value: env}
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return devToken{value: hex.EncodeToString(b), generated: true}
+}
+
+// hint tells the developer what to log in with. A generated token is
+// printed: it lives only as long as this dev session and its local
+// database; a token of your own never is.
+func (t devToken) hint() string {
+	if t.generated {
+		return "log in with token " + t.value + "; set RFLOW_API_TOKEN to choose one"
+	}
+	return "log in with $RFLOW_API_TOKEN"
 }
 
 // quickstartName is the quickstart project's name: it keys the embedded

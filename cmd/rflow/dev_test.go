@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -113,6 +115,7 @@ func (s *syncBuffer) String() string {
 var (
 	bannerPostgres = regexp.MustCompile(`postgres  embedded, pid (\d+), data in (\S+)`)
 	bannerDatabase = regexp.MustCompile(`database  (postgres://\S+)`)
+	bannerConsole  = regexp.MustCompile(`console (http://\S+/ui/) \(log in with token (\w+);`)
 	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?[^\n]*, chain id (\d+), (http://\S+)`)
 )
 
@@ -231,6 +234,25 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
 
 	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
+
+	// The printed console URL and token log in, and the run's journal is there.
+	console := bannerConsole.FindStringSubmatch(stdout.String())
+	require.NotNil(t, console, "rflow dev printed no console URL")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.PostForm(console[1]+"login", url.Values{"token": {console[2]}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Len(t, res.Cookies(), 1)
+	req, _ := http.NewRequest(http.MethodGet, console[1]+"runs/"+id, nil)
+	req.AddCookie(res.Cookies()[0])
+	res, err = noFollow.Do(req)
+	require.NoError(t, err)
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Contains(t, string(page), `data-step="score"`)
+	require.Contains(t, string(page), `data-step="thank"`)
 
 	// SIGTERM stops everything within 10 s.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))

@@ -114,7 +114,7 @@ func databaseLines(b *strings.Builder, db *database) {
 
 func httpLine(b *strings.Builder, http net.Listener) {
 	if http != nil {
-		fmt.Fprintf(b, "  http      %s (/healthz, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", http.Addr())
+		fmt.Fprintf(b, "  http      %s (/healthz, /v1, /ui/, /metrics, /riverui/ with RFLOW_API_TOKEN)\n", http.Addr())
 	}
 }
 

@@ -51,6 +51,7 @@ func runsCommand() *cli.Command {
 				Name: "cancel", Usage: "cancel a run that has not finished", ArgsUsage: "<run-id>",
 				Flags: []cli.Flag{configFlag(), outputFlag()}, Action: runsCancel,
 			},
+			runsPruneCommand(),
 		},
 	}
 }

@@ -35,7 +35,8 @@ func startCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			configFlag(),
 			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
-			&cli.BoolFlag{Name: "standby", Usage: "work steps but run no triggers"},
+			&cli.BoolFlag{Name: "workers-only", Usage: "work steps but run no triggers (scale out step throughput)"},
+			&cli.BoolFlag{Name: "standby", Usage: "hot spare: hold no leases and work nothing until no other rflow process of the database is alive, then take over"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
@@ -43,6 +44,9 @@ func startCommand() *cli.Command {
 			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
+			if c.Bool("standby") && c.Bool("workers-only") {
+				return usagef("--standby and --workers-only exclude each other: a standby runs triggers once it takes over")
+			}
 			watching := liveViewWanted(c)
 			logger := newLogger(c)
 			if watching {
@@ -74,8 +78,8 @@ func startCommand() *cli.Command {
 				return err
 			}
 			o := engineOptions{
-				db: db, project: project, logger: logger, listener: ln,
-				standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
+				db: db, project: project, logger: logger, listener: ln, apiToken: os.Getenv("RFLOW_API_TOKEN"),
+				workersOnly: c.Bool("workers-only"), standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 			}
 			if watching {
@@ -132,8 +136,13 @@ type engineOptions struct {
 	db      *database
 	project *workflow.Project
 	logger  *slog.Logger
-	// listener serves /healthz and the API (nil: no HTTP server).
+	// listener serves /healthz, the API and the console (nil: no HTTP server).
 	listener net.Listener
+	// apiToken is the command API's and the console's token (RFLOW_API_TOKEN).
+	apiToken string
+	// workersOnly works steps and runs no triggers.
+	workersOnly bool
+	// standby waits, holding nothing, until no other process is alive.
 	standby  bool
 	workers  int
 	shutdown time.Duration
@@ -147,7 +156,7 @@ type engineOptions struct {
 	// configPath is the project file, for messages.
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
-	ready func(*jobs.Engine)
+	ready func(e *jobs.Engine)
 	// readyStall is how long a chain trigger may make no progress while
 	// the head moves before /readyz fails (0: never).
 	readyStall time.Duration
@@ -200,6 +209,16 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 // runEngine deploys the project and runs the engine and triggers until ctx
 // ends, then shuts down gracefully.
 func runEngine(ctx context.Context, o engineOptions) error {
+	if o.standby {
+		// Liveness is judged from rflow.nodes, so the standby migrates
+		// first; then it waits, holding nothing.
+		if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
+			return err
+		}
+		if err := awaitTakeover(ctx, o.db, o.logger); err != nil {
+			return err
+		}
+	}
 	// The relayer sends through the network's rpc: list with failover.
 	backends, releaseBackends, err := jobs.DialBackends(ctx, o.project, o.logger)
 	if err != nil {
@@ -235,7 +254,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	triggers, stopTriggers := context.WithCancel(ctx)
 	defer stopTriggers()
 	var wg sync.WaitGroup
-	if !o.standby {
+	if !o.workersOnly {
 		wg.Add(1)
 		go func() { defer wg.Done(); engine.RunCron(triggers) }()
 		svc, err := chainService(triggers, engine, o.db, o.logger)
@@ -269,7 +288,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		}
 		o.logger.Info("command ledger retention", "retention", describeRetention(idem))
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
-			APIToken: os.Getenv("RFLOW_API_TOKEN"), BodyLimit: o.bodyLimit,
+			APIToken: o.apiToken, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
 			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Triggers: chainTasks(engine)})
 		if err != nil {
@@ -287,7 +306,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	if o.ready != nil {
 		o.ready(engine)
 	}
-	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "standby", o.standby)
+	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "workers_only", o.workersOnly, "standby", o.standby)
 
 	<-ctx.Done()
 	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
@@ -301,6 +320,39 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	stopWork()
 	o.logger.Info("stopped")
 	return nil
+}
+
+// standbyPoll is how often a standby checks whether any other process is
+// alive: the bound on how long work waits after the last one dies.
+const standbyPoll = time.Second
+
+// awaitTakeover is a hot standby's wait: it registers no node, starts no
+// River client, takes no lease and claims nothing, and returns once no
+// other rflow process of the database holds its liveness lock. The caller
+// then starts as any process does after a crash: it registers, rescues the
+// dead processes' jobs and recovers in-flight sends (Engine.Start runs
+// Engine.Recover before working anything), and only then starts triggers.
+// Several standbys may take over at once; that is an ordinary scale-out.
+func awaitTakeover(ctx context.Context, db *database, logger *slog.Logger) error {
+	logged := false
+	for {
+		n, err := store.LiveNodes(ctx, db.Pool)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("standby: cannot check liveness; retrying", "err", err)
+		case err == nil && n == 0:
+			logger.Info("standby: no other rflow process is alive; taking over")
+			return nil
+		case err == nil && !logged:
+			logger.Info("standby: waiting while other processes are alive", "live", n)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(standbyPoll):
+		}
+	}
 }
 
 // logSync says what the start-up sync did. A superseded spec is a WARN:

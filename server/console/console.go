@@ -1,0 +1,131 @@
+// Package console is rflow's run console: server-rendered HTML pages under
+// /ui/ to browse runs and their step journals, retry dead-lettered runs and
+// pause or resume workflows.
+//
+// A person logs in with the API token; the console then keeps an opaque
+// session id in an HttpOnly, SameSite=Strict cookie (the token never leaves
+// the login request). Every POST carries the session's CSRF token in a
+// hidden field and must come from the console's own origin. A button that
+// changes state sends the same command as the /v1 API, through the API's
+// own handler and idempotency ledger, under a key rendered into its form,
+// so a double submit is one mutation.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Prefix is where the console is mounted.
+const Prefix = "/ui/"
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Engine is what the console needs from the workflow engine (*jobs.Engine)
+// beyond the command API.
+type Engine interface {
+	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed
+	// while it was paused, in tx (what `rflow workflows resume` does).
+	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
+}
+
+// Config configures a Console.
+type Config struct {
+	Pool   *pgxpool.Pool
+	Engine Engine
+	// Commands is the /v1 command API (server's handler). The retry button
+	// is a POST /v1/runs/{id}/retry through it, so the console and the API
+	// are one command with one ledger.
+	Commands http.Handler
+	// Token is the API token a person logs in with. Empty disables the
+	// console (every page says how to enable it).
+	Token  string
+	Logger *slog.Logger
+	// SessionTTL is how long a login lasts (default 12h).
+	SessionTTL time.Duration
+}
+
+// Console serves the /ui/ pages. Create it with New.
+type Console struct {
+	cfg      Config
+	logger   *slog.Logger
+	pages    map[string]*template.Template
+	sessions *sessions
+	handler  http.Handler
+}
+
+// New builds a Console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Pool == nil || cfg.Engine == nil || cfg.Commands == nil {
+		return nil, errors.New("console: a pool, an engine and the command API are required")
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: newSessions(cfg.SessionTTL)}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if c.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /ui/login", c.loginPage)
+	mux.HandleFunc("POST /ui/login", c.login)
+	mux.Handle("POST /ui/logout", c.mutation(c.logout))
+	mux.Handle("GET /ui/{$}", c.page(c.runsPage))
+	mux.Handle("GET /ui/runs/{id}", c.page(c.runPage))
+	mux.Handle("GET /ui/dlq", c.page(c.dlqPage))
+	mux.Handle("GET /ui/workflows", c.page(c.workflowsPage))
+	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(c.retry))
+	mux.Handle("POST /ui/workflows/{name}/pause", c.mutation(c.pause))
+	mux.Handle("POST /ui/workflows/{name}/resume", c.mutation(c.resume))
+	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, _ *session) {
+		c.render(w, r, http.StatusNotFound, "error", nil, view{"Message": "There is no console page at " + r.URL.Path + "."})
+	}))
+	// Cross-origin browser POSTs (by Sec-Fetch-Site or Origin) are refused
+	// before any handler runs; the CSRF token covers browsers that send
+	// neither header.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusForbidden, "error", nil, view{"Message": "Cross-origin request refused."})
+	}))
+	c.handler = securityHeaders(cop.Handler(mux))
+	return c, nil
+}
+
+// ServeHTTP serves everything under Prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// securityHeaders keeps the pages out of frames and other origins' reach.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}

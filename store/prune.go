@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PruneFilter selects the runs retention deletes.
+type PruneFilter struct {
+	// FinishedBefore: only runs that finished before this instant.
+	FinishedBefore time.Time
+	// Statuses are the terminal statuses to delete: RunCompleted,
+	// RunCancelled and, only when asked for, RunFailed (the DLQ). Any other
+	// status is refused.
+	Statuses []RunStatus
+	// Workflow, when set, limits pruning to one workflow.
+	Workflow string
+	// Batch is how many runs one transaction deletes (default 500).
+	Batch int
+}
+
+// DefaultPruneBatch bounds each prune transaction.
+const DefaultPruneBatch = 500
+
+// Validate refuses a filter that could delete unfinished work.
+func (f *PruneFilter) Validate() error {
+	if f.FinishedBefore.IsZero() {
+		return fmt.Errorf("prune: a finished-before time is required")
+	}
+	if len(f.Statuses) == 0 {
+		return fmt.Errorf("prune: at least one status is required")
+	}
+	for _, s := range f.Statuses {
+		if !s.Terminal() {
+			return fmt.Errorf("prune: %q is not a terminal run status (completed, cancelled or failed); unfinished runs are never pruned", s)
+		}
+	}
+	if f.Batch <= 0 {
+		f.Batch = DefaultPruneBatch
+	}
+	return nil
+}
+
+func (f *PruneFilter) statusText() []string {
+	out := make([]string, len(f.Statuses))
+	for i, s := range f.Statuses {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// prunable is the predicate shared by PruneRuns and CountPrunable. Besides
+// the filter it keeps two kinds of runs:
+//   - a run a River job is still working (it is pruned on a later pass);
+//   - the newest tick of each cron workflow, from which a restart with
+//     catch_up resumes its schedule.
+const prunable = `
+	FROM rflow.workflow_runs r
+	WHERE r.status = ANY($1) AND r.finished_at < $2 AND ($3 = '' OR r.workflow_name = $3)
+	  AND NOT EXISTS (SELECT 1 FROM river.river_job j
+	                  WHERE j.args @> jsonb_build_object('run_id', r.id) AND j.state = 'running')
+	  AND NOT (r.trigger_kind = 'cron' AND r.trigger_key = (
+	      SELECT max(c.trigger_key) FROM rflow.workflow_runs c
+	      WHERE c.workflow_name = r.workflow_name AND c.trigger_kind = 'cron'))`
+
+// PruneRuns deletes the runs f selects, with their step journal (and
+// whatever else references them, by cascade) and the River job rows left
+// of them, in transactions of at most f.Batch runs. Rows another
+// transaction holds (a retry, a cancel, another pruner) are skipped with
+// FOR UPDATE SKIP LOCKED, so pruning never waits on the engine. It stops
+// after the first partial batch and returns how many runs it deleted.
+//
+// A pruned run's trigger key is free again: an occurrence redelivered
+// after its run was pruned would claim a new run, so keep the window longer
+// than any redelivery.
+func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	var total int64
+	for {
+		var n int64
+		err := pool.QueryRow(ctx, `
+			WITH victims AS (
+				SELECT r.id `+prunable+`
+				ORDER BY r.finished_at
+				LIMIT $4
+				FOR UPDATE OF r SKIP LOCKED
+			), jobs AS (
+				DELETE FROM river.river_job j USING victims v
+				WHERE j.args @> jsonb_build_object('run_id', v.id) AND j.state <> 'running'
+			), runs AS (
+				DELETE FROM rflow.workflow_runs r USING victims v WHERE r.id = v.id RETURNING 1
+			)
+			SELECT count(*) FROM runs`, f.statusText(), f.FinishedBefore, f.Workflow, f.Batch).Scan(&n)
+		if err != nil {
+			return total, fmt.Errorf("prune runs: %w", err)
+		}
+		total += n
+		if n < int64(f.Batch) || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// CountPrunable is what PruneRuns would delete now (its dry run).
+func CountPrunable(ctx context.Context, db DBTX, f PruneFilter) (int64, error) {
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := db.QueryRow(ctx, `SELECT count(*) `+prunable, f.statusText(), f.FinishedBefore, f.Workflow).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count prunable runs: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,25 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// LiveNodes counts the registered rflow processes whose liveness lock is
+// held, read from pg_locks without taking any lock: a hot standby polls it
+// and takes over when it reaches zero.
+func LiveNodes(ctx context.Context, db DBTX) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FROM rflow.nodes n
+		WHERE EXISTS (
+			SELECT 1 FROM pg_locks l
+			WHERE l.locktype = 'advisory' AND l.granted
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND l.classid::bigint = $1 AND l.objid::bigint = n.id AND l.objsubid = 2)`,
+		nodeLockClass).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count live nodes: %w", err)
+	}
+	return n, nil
+}
