@@ -157,3 +157,56 @@ func waitPastBoundary(t *testing.T, per, margin time.Duration) {
 		time.Sleep(d + time.Second)
 	}
 }
+
+func TestConcurrencyKeyLimitsInFlightRunsPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, `
+name: t
+workflows:
+  - name: g
+    trigger: { manual: {} }
+    concurrency: { max: 1, key: "${{ trigger.input.who }}" }
+    steps:
+      - id: a
+        http_call: { method: POST, url: "{{URL}}/a", body: { run: "${{ run.id }}" } }
+      - id: pause
+        delay: 300ms
+`)
+	ctx := context.Background()
+	who := []string{"alice", "alice", "bob", "alice"}
+	claims := make([]store.Claim, len(who))
+	for i, w := range who {
+		claims[i] = store.ManualClaim("g", fmt.Sprintf("c%d", i), []byte(fmt.Sprintf(`{"who": %q}`, w)))
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.engine.ClaimTx(ctx, tx, claims)
+		return err
+	}))
+	ids := make([]uuid.UUID, len(claims))
+	for i, c := range claims {
+		id, _, err := store.RunByKey(ctx, b.pool, "g", c.TriggerKey, c.Trigger)
+		require.NoError(t, err)
+		ids[i] = id
+	}
+	want := []store.RunStatus{store.RunQueued, store.RunThrottled, store.RunQueued, store.RunThrottled}
+	for i, id := range ids {
+		st := b.status(t, id)
+		if want[i] == store.RunQueued {
+			require.NotEqual(t, store.RunThrottled, st, "run %d (%s) has a free slot", i, who[i])
+		} else {
+			require.Equal(t, store.RunThrottled, st, "run %d waits for the %s run in flight", i, who[i])
+		}
+	}
+	runs := make([]*store.Run, len(ids))
+	for i, id := range ids {
+		runs[i] = b.waitRun(t, id)
+		require.Equal(t, store.RunCompleted, runs[i].Status)
+	}
+	at := b.firstStepAt(t, ids)
+	// alice's runs never overlap, in claim order; bob's did not wait.
+	for _, pair := range [][2]int{{0, 1}, {1, 3}} {
+		require.False(t, at[pair[1]].Before(*runs[pair[0]].FinishedAt),
+			"alice run %d started at %s before run %d finished at %s", pair[1], at[pair[1]], pair[0], *runs[pair[0]].FinishedAt)
+	}
+	require.True(t, at[2].Before(*runs[0].FinishedAt), "bob's run started while alice's was in flight")
+}

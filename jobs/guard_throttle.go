@@ -1,11 +1,11 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
@@ -17,42 +17,53 @@ const releaseEvery = 250 * time.Millisecond
 // releaseBatch caps how many runs of one workflow one release starts.
 const releaseBatch = 500
 
-// gate passes fresh runs through their workflows' throttle and rate_limit,
-// in claim order, and holds the refused ones in status throttled (no job)
-// until their window frees. Once one run of a workflow is held, every later
-// one waits behind it, so runs start in claim order.
+// gate passes fresh runs through their workflows' guards, in claim order,
+// and holds the refused ones in status throttled (no job) until they are
+// admitted. Once a run is held, every later one of its workflow (of its
+// concurrency key, when concurrency refused it) waits behind it, so runs
+// start in claim order.
 func (e *Engine) gate(ctx context.Context, tx pgx.Tx, runs []*store.Run) ([]*store.Run, error) {
 	start := runs[:0:0]
-	held := map[string]bool{}
+	held := map[string]bool{} // workflow, or workflow + "\x00" + key
 	for _, run := range runs {
 		p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 		if err != nil {
 			return nil, err
 		}
-		if p.wf.Throttle == nil && p.wf.RateLimit == nil {
+		if !guarded(p.wf) {
 			start = append(start, run)
 			continue
 		}
-		queued, seen := held[run.Workflow]
+		key := e.concurrencyKey(p, run)
+		queue := run.Workflow
+		if key != nil {
+			queue += "\x00" + *key
+		}
+		behind, seen := held[queue]
 		if !seen {
-			if queued, err = store.HasThrottledRuns(ctx, tx, run.Workflow); err != nil {
+			if behind, err = store.HasThrottledRuns(ctx, tx, run.Workflow, key); err != nil {
 				return nil, err
 			}
-			held[run.Workflow] = queued
+			held[queue] = behind
 		}
 		wake := time.Now().Add(releaseEvery)
-		if !queued {
-			ok, end, err := e.admit(ctx, tx, p.wf)
+		if !behind && !held[run.Workflow] {
+			v, err := e.admit(ctx, tx, p.wf, run, key)
 			if err != nil {
 				return nil, err
 			}
-			if ok {
+			if v.ok {
 				start = append(start, run)
 				continue
 			}
-			wake, held[run.Workflow] = end, true
+			wake = v.wake
+			if v.byKey {
+				held[queue] = true
+			} else {
+				held[run.Workflow] = true
+			}
 		}
-		if err := store.HoldRuns(ctx, tx, []uuid.UUID{run.ID}, wake); err != nil {
+		if err := store.HoldRun(ctx, tx, run.ID, wake, key); err != nil {
 			return nil, err
 		}
 	}
@@ -99,24 +110,35 @@ func (e *Engine) releaseWorkflow(ctx context.Context, name string) error {
 		return err // a paused workflow starts nothing; its held runs wait
 	}
 	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		var skip []string // concurrency keys whose oldest run still waits
 		for range releaseBatch {
-			run, err := store.NextThrottledRun(ctx, tx, name)
+			run, key, err := store.NextThrottledRun(ctx, tx, name, skip)
 			if err != nil || run == nil {
 				return err
-			}
-			if run.WakeAt != nil && time.Now().Before(*run.WakeAt) {
-				return nil
 			}
 			p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 			if err != nil {
 				return err
 			}
-			ok, end, err := e.admit(ctx, tx, p.wf)
-			if err != nil {
-				return err
+			v := verdict{wake: *cmp.Or(run.WakeAt, &time.Time{})}
+			if !time.Now().Before(v.wake) {
+				if v, err = e.admit(ctx, tx, p.wf, run, key); err != nil {
+					return err
+				}
+				if !v.ok {
+					if err := store.HoldRun(ctx, tx, run.ID, v.wake, nil); err != nil {
+						return err
+					}
+				}
+			} else {
+				v.byKey = key != nil && p.wf.Throttle == nil && p.wf.RateLimit == nil
 			}
-			if !ok {
-				return store.HoldRuns(ctx, tx, []uuid.UUID{run.ID}, end)
+			if !v.ok {
+				if !v.byKey || key == nil {
+					return nil // the workflow's window is full: nothing later may start
+				}
+				skip = append(skip, *key)
+				continue
 			}
 			if err := store.ReleaseRun(ctx, tx, run.ID); err != nil {
 				return err

@@ -18,3 +18,8 @@ ALTER TABLE rflow.workflow_runs DROP CONSTRAINT workflow_runs_status;
 ALTER TABLE rflow.workflow_runs ADD CONSTRAINT workflow_runs_status CHECK (status IN ('queued', 'throttled',
     'running', 'waiting_delay', 'waiting_tx', 'waiting_event', 'waiting_approval', 'completed', 'failed', 'cancelled'));
 CREATE INDEX workflow_runs_throttled ON rflow.workflow_runs (workflow_name, created_at, id) WHERE status = 'throttled';
+
+-- concurrency: { max, key } counts a workflow's in-flight runs per key.
+ALTER TABLE rflow.workflow_runs ADD COLUMN concurrency_key text;
+CREATE INDEX workflow_runs_concurrency ON rflow.workflow_runs (workflow_name, concurrency_key)
+    WHERE concurrency_key IS NOT NULL AND status NOT IN ('throttled', 'completed', 'failed', 'cancelled');

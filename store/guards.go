@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,32 +52,54 @@ func DeleteOldWindows(ctx context.Context, db DBTX, before time.Time) error {
 	return nil
 }
 
-// HoldRuns parks fresh runs in status throttled until wake (the end of the
-// window that refused them).
-func HoldRuns(ctx context.Context, db DBTX, ids []uuid.UUID, wake time.Time) error {
-	if len(ids) == 0 {
-		return nil
-	}
+// HoldRun parks a run in status throttled until wake (the end of the
+// window that refused it), under concurrency key key when it has one.
+func HoldRun(ctx context.Context, db DBTX, id uuid.UUID, wake time.Time, key *string) error {
 	_, err := db.Exec(ctx, `
-		UPDATE rflow.workflow_runs SET status = 'throttled', wake_at = $2, updated_at = now()
-		WHERE id = ANY($1) AND status IN ('queued', 'throttled')`, ids, wake)
+		UPDATE rflow.workflow_runs SET status = 'throttled', wake_at = $2, updated_at = now(),
+			concurrency_key = COALESCE($3, concurrency_key)
+		WHERE id = $1 AND status IN ('queued', 'throttled')`, id, wake, key)
 	if err != nil {
-		return fmt.Errorf("hold %d throttled run(s): %w", len(ids), err)
+		return fmt.Errorf("hold throttled run %s: %w", id, err)
 	}
 	return nil
 }
 
 // HasThrottledRuns reports whether workflow has runs waiting in status
-// throttled: a fresh claim then waits behind them, so runs start in claim
-// order.
-func HasThrottledRuns(ctx context.Context, db DBTX, workflow string) (bool, error) {
+// throttled (with key, only those of that concurrency key): a fresh claim
+// then waits behind them, so runs start in claim order.
+func HasThrottledRuns(ctx context.Context, db DBTX, workflow string, key *string) (bool, error) {
 	var ok bool
 	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rflow.workflow_runs
-		WHERE workflow_name = $1 AND status = 'throttled')`, workflow).Scan(&ok)
+		WHERE workflow_name = $1 AND status = 'throttled' AND ($2::text IS NULL OR concurrency_key = $2))`,
+		workflow, key).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("throttled runs of %s: %w", workflow, err)
 	}
 	return ok, nil
+}
+
+// TakeConcurrencySlot sets run's concurrency key and reports whether fewer
+// than max other runs of workflow with that key are in flight (claimed,
+// not held, not finished). A transaction-scoped advisory lock on (workflow,
+// key) serialises racing admissions until commit, so max holds across
+// processes.
+func TakeConcurrencySlot(ctx context.Context, tx pgx.Tx, workflow, key string, run uuid.UUID, max int) (bool, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rflow.concurrency:' || $1), hashtext($2))`,
+		workflow, key); err != nil {
+		return false, fmt.Errorf("lock concurrency key of %s: %w", workflow, err)
+	}
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs
+		WHERE workflow_name = $1 AND concurrency_key = $2 AND id <> $3
+		  AND status NOT IN ('throttled', 'completed', 'failed', 'cancelled')`, workflow, key, run).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("in-flight runs of %s: %w", workflow, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE rflow.workflow_runs SET concurrency_key = $2 WHERE id = $1`, run, key); err != nil {
+		return false, fmt.Errorf("set concurrency key of run %s: %w", run, err)
+	}
+	return n < max, nil
 }
 
 // ThrottledWorkflows lists the workflows with throttled runs.
@@ -93,25 +116,40 @@ func ThrottledWorkflows(ctx context.Context, db DBTX) ([]string, error) {
 }
 
 // NextThrottledRun locks the oldest throttled run of workflow (claim order:
-// created_at, then id), or returns nil. A concurrent releaser holding it
-// makes this one wait rather than skip ahead, so release order is FIFO.
-func NextThrottledRun(ctx context.Context, db DBTX, workflow string) (*Run, error) {
-	r, err := scanRun(db.QueryRow(ctx, `
-		SELECT `+runColumns+` FROM rflow.workflow_runs
+// created_at, then id) whose concurrency key is not in skip, or returns
+// nil. A concurrent releaser holding it makes this one wait rather than
+// skip ahead, so release order is FIFO.
+func NextThrottledRun(ctx context.Context, db DBTX, workflow string, skip []string) (*Run, *string, error) {
+	var key *string
+	if skip == nil {
+		skip = []string{} // NULL would match nothing
+	}
+	row := db.QueryRow(ctx, `
+		SELECT `+runColumns+`, concurrency_key FROM rflow.workflow_runs
 		WHERE workflow_name = $1 AND status = 'throttled'
+		  AND (concurrency_key IS NULL OR NOT concurrency_key = ANY($2))
 		ORDER BY created_at, id LIMIT 1
-		FOR UPDATE`, workflow))
-	if err == pgx.ErrNoRows {
-		return nil, nil
+		FOR UPDATE`, workflow, skip)
+	r, err := scanRun(keyRow{row, &key})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("next throttled run of %s: %w", workflow, err)
+		return nil, nil, fmt.Errorf("next throttled run of %s: %w", workflow, err)
 	}
-	return r, nil
+	return r, key, nil
 }
 
-// ReleaseRun moves a throttled run back to queued (its start is written in
-// the same transaction), or, when still refused, moves its wake time.
+// keyRow scans one extra trailing column into key.
+type keyRow struct {
+	pgx.Row
+	key **string
+}
+
+func (k keyRow) Scan(dest ...any) error { return k.Row.Scan(append(dest, k.key)...) }
+
+// ReleaseRun moves a throttled run back to queued; the caller writes its
+// start in the same transaction.
 func ReleaseRun(ctx context.Context, db DBTX, id uuid.UUID) error {
 	if _, err := db.Exec(ctx, `UPDATE rflow.workflow_runs SET status = 'queued', wake_at = NULL, updated_at = now()
 		WHERE id = $1 AND status = 'throttled'`, id); err != nil {
