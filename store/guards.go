@@ -79,14 +79,18 @@ func HasThrottledRuns(ctx context.Context, db DBTX, workflow string, key *string
 	return ok, nil
 }
 
+// concurrencyLockClass is the first key of the advisory locks on
+// (workflow, concurrency key) ("RFCC"; the node locks use "RFLN").
+const concurrencyLockClass = 0x52464343
+
 // TakeConcurrencySlot sets run's concurrency key and reports whether fewer
 // than max other runs of workflow with that key are in flight (claimed,
 // not held, not finished). A transaction-scoped advisory lock on (workflow,
 // key) serialises racing admissions until commit, so max holds across
 // processes.
 func TakeConcurrencySlot(ctx context.Context, tx pgx.Tx, workflow, key string, run uuid.UUID, max int) (bool, error) {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('rflow.concurrency:' || $1), hashtext($2))`,
-		workflow, key); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))`,
+		concurrencyLockClass, workflow, key); err != nil {
 		return false, fmt.Errorf("lock concurrency key of %s: %w", workflow, err)
 	}
 	var n int
