@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -120,8 +119,11 @@ func (e *Engine) releaseWorkflow(ctx context.Context, name string) error {
 			if err != nil {
 				return err
 			}
-			v := verdict{wake: *cmp.Or(run.WakeAt, &time.Time{})}
-			if !time.Now().Before(v.wake) {
+			var v verdict
+			if run.WakeAt != nil && time.Now().Before(*run.WakeAt) {
+				// Not due: only a concurrency-only hold lets later keys by.
+				v.byKey = key != nil && p.wf.Throttle == nil && p.wf.RateLimit == nil
+			} else {
 				if v, err = e.admit(ctx, tx, p.wf, run, key); err != nil {
 					return err
 				}
@@ -130,8 +132,6 @@ func (e *Engine) releaseWorkflow(ctx context.Context, name string) error {
 						return err
 					}
 				}
-			} else {
-				v.byKey = key != nil && p.wf.Throttle == nil && p.wf.RateLimit == nil
 			}
 			if !v.ok {
 				if !v.byKey || key == nil {
