@@ -40,6 +40,9 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 			runs = append(runs, run)
 		}
 	}
+	if runs, err = e.gate(ctx, tx, runs); err != nil {
+		return 0, err
+	}
 	if err := e.startRuns(ctx, tx, runs); err != nil {
 		return 0, err
 	}

@@ -119,6 +119,9 @@ type Engine struct {
 	plansMu sync.Mutex
 	plans   map[string]*plan
 
+	// rates are the in-process rate_limit windows (guard_rate.go).
+	rates rateWindows
+
 	// Stale counts step jobs that arrived for a run attempt, generation or
 	// step attempt that no longer holds: stale-event rejections.
 	Stale atomic.Int64
@@ -247,6 +250,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("start river: %w", err)
 	}
 	go e.watchNodes(ctx)
+	go e.releaseThrottled(ctx)
 	return nil
 }
 

@@ -21,7 +21,10 @@ type RunStatus string
 
 // Run statuses.
 const (
-	RunQueued          RunStatus = "queued"
+	RunQueued RunStatus = "queued"
+	// RunThrottled is a claimed run that a throttle or rate_limit holds
+	// (no job) until its window frees; see store/guards.go.
+	RunThrottled       RunStatus = "throttled"
 	RunRunning         RunStatus = "running"
 	RunWaitingDelay    RunStatus = "waiting_delay"
 	RunWaitingTx       RunStatus = "waiting_tx"
@@ -34,7 +37,7 @@ const (
 
 // RunStatuses lists every run status, in lifecycle order.
 func RunStatuses() []RunStatus {
-	return []RunStatus{RunQueued, RunRunning, RunWaitingDelay, RunWaitingTx, RunWaitingEvent, RunWaitingApproval,
+	return []RunStatus{RunQueued, RunThrottled, RunRunning, RunWaitingDelay, RunWaitingTx, RunWaitingEvent, RunWaitingApproval,
 		RunCompleted, RunFailed, RunCancelled}
 }
 

@@ -627,6 +627,26 @@ func (l *loader) guards(w *Workflow, m map[string]*node) {
 	}
 }
 
+// concurrency reads the workflow-level concurrency: { max, key }; key sees
+// what steps see before any has run (the trigger, run, env).
+func (l *loader) concurrency(ctx *wfCtx, w *Workflow, n *node) {
+	if n.isNull() {
+		return
+	}
+	f := l.fields(n, "concurrency", "max", "key")
+	if f == nil {
+		return
+	}
+	c := &Concurrency{}
+	if v := l.required(f, n, "max", "concurrency"); v != nil {
+		if i, ok := l.integer(v, "concurrency max", 1, math.MaxInt32); ok {
+			c.Max = int(i)
+		}
+	}
+	c.Key = l.expr(f["key"], ctx.base, "concurrency key")
+	w.Concurrency = c
+}
+
 // sendWarnings warns about sends under an in-process rate limit.
 func (l *loader) sendWarnings(w *Workflow) {
 	if w.RateLimit == nil || w.RateLimit.Durable {

@@ -141,6 +141,7 @@ type Workflow struct {
 	OnFailure      string
 	Throttle       *Throttle
 	RateLimit      *RateLimit
+	Concurrency    *Concurrency
 	Budgets        []BudgetRef
 	CircuitBreaker *CircuitBreaker
 	// Spec is the canonical JSON of the definition as written (defaults not
@@ -389,6 +390,15 @@ type RateLimit struct {
 	Max     int
 	Per     time.Duration
 	Durable bool
+}
+
+// Concurrency caps how many runs of the workflow are in flight at once per
+// key; the others wait (status throttled) in claim order.
+type Concurrency struct {
+	Max int
+	// Key is evaluated over the trigger when the run is claimed; nil puts
+	// every run under one key.
+	Key *Expr
 }
 
 // BudgetRef caps cumulative spend of an asset inside a rolling window.

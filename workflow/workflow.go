@@ -16,7 +16,7 @@ import (
 )
 
 var workflowKeys = []string{"name", "description", "trigger", "steps", "finally", "on_reorg", "on_failure",
-	"throttle", "rate_limit", "budgets", "circuit_breaker"}
+	"throttle", "rate_limit", "concurrency", "budgets", "circuit_breaker"}
 
 // wfCtx is what the checks of one workflow share.
 type wfCtx struct {
@@ -93,6 +93,7 @@ func (l *loader) workflow(n *node) *Workflow {
 		}
 	}
 	l.guards(w, m)
+	l.concurrency(ctx, w, m["concurrency"])
 
 	if m["steps"].isNull() {
 		l.errorf(n.pos, "workflow %s: needs at least one step under steps:", w.Name)

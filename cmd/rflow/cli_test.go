@@ -52,7 +52,7 @@ func TestExitCodesAndErrors(t *testing.T) {
 
 	_, stderr, code = rflowCmd(t, "runs", "list", "--status", "done")
 	require.Equal(t, 2, code)
-	require.Contains(t, stderr, `--status "done" is not a run status; use one of queued, running,`)
+	require.Contains(t, stderr, `--status "done" is not a run status; use one of queued, throttled, running,`)
 
 	_, stderr, code = rflowCmd(t, "migrate", "--nope")
 	require.Equal(t, 2, code)

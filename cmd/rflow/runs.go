@@ -234,6 +234,9 @@ func runsShow(c *cli.Context) error {
 	out := c.App.Writer
 	fmt.Fprintf(out, "run       %s\nworkflow  %s (generation %d)\nstatus    %s\ntrigger   %s %s\ncreated   %s\n",
 		run.ID, run.Workflow, run.Generation, run.Status, run.TriggerKind, run.TriggerKey, run.CreatedAt.UTC().Format(time.RFC3339))
+	if run.Status == store.RunThrottled && run.WakeAt != nil {
+		fmt.Fprintf(out, "waiting   throttle/rate_limit window, next try at %s\n", run.WakeAt.UTC().Format(time.RFC3339))
+	}
 	if run.Error != nil {
 		fmt.Fprintf(out, "error     %s\n", *run.Error)
 	}
