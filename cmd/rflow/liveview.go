@@ -80,9 +80,9 @@ func (v *devView) stamp(t time.Time) string {
 	return t.UTC().Format("15:04:05.000")
 }
 
-func (v *devView) banner(p *workflow.Project, db *database, ch *devChain, endpoint, httpAddr string) {
+func (v *devView) banner(p *workflow.Project, source string, db *database, ch *devChain, endpoint, httpAddr string) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s project %s (examples/quickstart, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, len(p.Workflows))
+	fmt.Fprintf(&b, "%s project %s (%s, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, source, len(p.Workflows))
 	if db.Embedded != nil {
 		fmt.Fprintf(&b, "  postgres  embedded, pid %d, data in %s\n", db.Embedded.Pid(), db.Embedded.DataDir())
 	} else {
