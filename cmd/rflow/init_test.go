@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -103,8 +104,9 @@ func TestInitThenDevRunsTheScaffold(t *testing.T) {
 	}, 30*time.Second, 200*time.Millisecond, "no completed run of the scaffold's workflow within 30s")
 	t.Logf("first completed run %s after rflow dev started", time.Since(started).Round(time.Millisecond))
 
-	out := p.out.String()
-	require.Contains(t, out, "rflow dev project my-project ("+filepath.Join(dir, "rflow.yaml")+", 1 workflow(s))")
-	require.Regexp(t, `run=\S+ step=record completed`, out)
-	require.Regexp(t, `run=\S+ workflow=on-deposit completed`, out)
+	require.Contains(t, p.out.String(), "rflow dev project my-project ("+filepath.Join(dir, "rflow.yaml")+", 1 workflow(s))")
+	// The live view polls the journal: it shows the run a moment later.
+	viewed := regexp.MustCompile(`run=\S+ step=record completed[\s\S]*run=\S+ workflow=on-deposit completed`)
+	require.Eventually(t, func() bool { return viewed.MatchString(p.out.String()) }, 5*time.Second, 100*time.Millisecond,
+		"the live view did not show the run")
 }

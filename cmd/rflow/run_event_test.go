@@ -131,15 +131,12 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 	smallRun := fire(`"42"`) // a decimal string works as well as a number
 
 	for _, id := range []string{hugeRun, smallRun} {
-		var detail struct {
-			store.Run
-			Steps []*store.StepRun `json:"steps"`
-		}
+		var detail runDetail
 		require.Eventually(t, func() bool {
 			out, _, code := cli("runs", "show", id, "-o", "json")
-			return code == 0 && json.Unmarshal([]byte(out), &detail) == nil && store.RunTerminal(detail.Status)
+			return code == 0 && json.Unmarshal([]byte(out), &detail) == nil && store.RunStatus(detail.Status).Terminal()
 		}, 20*time.Second, 100*time.Millisecond)
-		require.Equal(t, store.RunCompleted, detail.Status)
+		require.Equal(t, string(store.RunCompleted), detail.Status)
 		require.Equal(t, "event", detail.TriggerKind)
 		require.Nil(t, detail.ChainID, "a synthetic run has no chain coordinates a reorg could orphan")
 		var trig struct {
@@ -172,15 +169,12 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 		RunID string `json:"run_id"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &started))
-	var detail struct {
-		store.Run
-		Steps []*store.StepRun `json:"steps"`
-	}
+	var detail runDetail
 	require.Eventually(t, func() bool {
 		out, _, code := cli("runs", "show", started.RunID, "-o", "json")
-		return code == 0 && json.Unmarshal([]byte(out), &detail) == nil && store.RunTerminal(detail.Status)
+		return code == 0 && json.Unmarshal([]byte(out), &detail) == nil && store.RunStatus(detail.Status).Terminal()
 	}, 20*time.Second, 100*time.Millisecond)
-	require.Equal(t, store.RunFailed, detail.Status)
+	require.Equal(t, string(store.RunFailed), detail.Status)
 	require.Len(t, detail.Steps, 1)
 	msg := *detail.Steps[0].Error
 	require.Contains(t, msg, `unexpected status 429: {"error":"quota exceeded","pad":"xxx`)
