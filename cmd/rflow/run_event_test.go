@@ -41,6 +41,13 @@ workflows:
     trigger: { manual: {} }
     steps:
       - { id: greet, http_call: { url: "%[3]s/fail" } }
+  - name: divide
+    trigger: { manual: {} }
+    steps:
+      - { id: a, http_call: { url: "%[3]s/ok" } }
+      - id: b
+        if: "${{ 10 / (steps.a.output.status - 200) > 0 }}"
+        noop: {}
   - name: ticking
     trigger: { cron: { schedule: "0 0 1 1 *" } }
     steps:
@@ -93,7 +100,7 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 	// Usage errors, before anything is started.
 	_, stderr, code := cli("run", "on-depsit", "-c", config)
 	require.Equal(t, exitUsage, code)
-	require.Contains(t, stderr, "workflow on-depsit is not in "+config+"; workflows: hello, on-deposit, ticking")
+	require.Contains(t, stderr, "workflow on-depsit is not in "+config+"; workflows: divide, hello, on-deposit, ticking")
 	_, stderr, code = cli("run", "on-deposit", "-c", config)
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, stderr, `workflow on-deposit has an event trigger: pass the occurrence to fire it with, e.g. --event '{"sender": …, "amount": …}'`)
@@ -182,6 +189,18 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 	table, _, _ := cli("runs", "show", started.RunID)
 	require.Contains(t, table, `unexpected status 429: {"error":"quota exceeded"`)
 	require.Less(t, bytes.Count([]byte(table), []byte("x")), 5000, "runs show prints the error cut")
+
+	// A run-time expression error names where the expression is written.
+	out, stderr, code = cli("run", "divide", "-c", config, "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &started))
+	require.Eventually(t, func() bool {
+		out, _, code := cli("runs", "show", started.RunID, "-o", "json")
+		return code == 0 && json.Unmarshal([]byte(out), &detail) == nil && store.RunStatus(detail.Status).Terminal()
+	}, 20*time.Second, 100*time.Millisecond)
+	require.Equal(t, string(store.RunFailed), detail.Status)
+	require.NotNil(t, detail.Error)
+	require.Contains(t, *detail.Error, config+":25:18: evaluate ${{ 10 / (steps.a.output.status - 200) > 0 }}: division by zero")
 }
 
 func TestRunsShowNotesOrphanedAndSyntheticRuns(t *testing.T) {
