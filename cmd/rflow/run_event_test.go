@@ -99,7 +99,7 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 
 	// Usage errors, before anything is started.
 	_, stderr, code := cli("run", "on-depsit", "-c", config)
-	require.Equal(t, exitUsage, code)
+	require.Equal(t, exitFailure, code)
 	require.Contains(t, stderr, "workflow on-depsit is not in "+config+"; workflows: divide, hello, on-deposit, ticking")
 	_, stderr, code = cli("run", "on-deposit", "-c", config)
 	require.Equal(t, exitUsage, code)
