@@ -97,10 +97,12 @@ func TestInitThenDevRunsTheScaffold(t *testing.T) {
 	require.Eventually(t, func() bool {
 		out, _, code := rflowCmd(t, "--database-url", dbURL, "runs", "list", "--workflow", "on-deposit",
 			"--status", "completed", "-o", "json")
-		var runs []struct {
-			ID string `json:"id"`
+		var page struct {
+			Runs []struct {
+				ID string `json:"id"`
+			} `json:"runs"`
 		}
-		return code == 0 && json.Unmarshal([]byte(out), &runs) == nil && len(runs) > 0
+		return code == 0 && json.Unmarshal([]byte(out), &page) == nil && len(page.Runs) > 0
 	}, 30*time.Second, 200*time.Millisecond, "no completed run of the scaffold's workflow within 30s")
 	t.Logf("first completed run %s after rflow dev started", time.Since(started).Round(time.Millisecond))
 
