@@ -31,6 +31,10 @@ var (
 // EmitterABI returns the Emitter contract's ABI JSON.
 func EmitterABI() []byte { return append([]byte(nil), emitterABI...) }
 
+// EmitterBin returns the Emitter contract's creation bytecode, hex without
+// 0x, as solc writes it.
+func EmitterBin() []byte { return []byte(strings.TrimSpace(emitterBin)) }
+
 // sender signs and sends the dev key's transactions, one at a time, with
 // locally tracked nonces.
 type sender struct {

@@ -381,6 +381,12 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	if err != nil {
 		return nil, fmt.Errorf("compile %s generation %d: %w", name, generation, err)
 	}
+	// A spec has no lines; when it is the definition this process loaded
+	// from its files, run that one, so run-time expression errors name
+	// file:line:col as validate does.
+	if loaded := e.project.Workflow(name); loaded != nil && loaded.Hash == wf.Hash {
+		wf = loaded
+	}
 	p = newPlan(wf)
 	e.plansMu.Lock()
 	e.plans[key] = p

@@ -8,7 +8,9 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/signature"
@@ -70,7 +72,7 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	if !expect(resp.StatusCode) {
 		return outcome{
 			output:    out,
-			err:       fmt.Errorf("%s %s: unexpected status %d", req.method, redact.URL(req.url), resp.StatusCode),
+			err:       fmt.Errorf("%s %s: unexpected status %d%s", req.method, redact.URL(req.url), resp.StatusCode, errorBody(raw)),
 			retryable: retryStatus(s, resp.StatusCode),
 		}
 	}
@@ -111,7 +113,7 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 			}
 			if str, ok := v.(string); ok {
 				r.body, r.contentType = []byte(str), "text/plain; charset=utf-8"
-			} else if r.body, err = workflow.MarshalJSON(v); err != nil {
+			} else if r.body, err = workflow.MarshalRequestJSON(v); err != nil {
 				return r, 0, "", nil, fmt.Errorf("body: %w", err)
 			}
 		}
@@ -152,7 +154,7 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 				payload = map[string]any{"text": text, "run_id": run["id"], "workflow": run["workflow"]}
 			}
 		}
-		if r.body, err = workflow.MarshalJSON(payload); err != nil {
+		if r.body, err = workflow.MarshalRequestJSON(payload); err != nil {
 			return r, 0, "", nil, fmt.Errorf("body: %w", err)
 		}
 		return r, notifyTimeout, "", okStatus, nil
@@ -176,6 +178,28 @@ func flatHeaders(h http.Header) map[string]any {
 		}
 	}
 	return out
+}
+
+// maxErrorBody caps how much of a failed response's body its step's
+// journaled error quotes: enough to read a receiver's error message.
+const maxErrorBody = 4 << 10
+
+// errorBody quotes a failed response's body for the step's error (the
+// output of a failed step is not journaled), cut at maxErrorBody on a rune
+// boundary.
+func errorBody(raw []byte) string {
+	b := bytes.TrimSpace(raw)
+	if len(b) == 0 {
+		return " (empty body)"
+	}
+	if len(b) <= maxErrorBody {
+		return ": " + strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	cut := maxErrorBody
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return fmt.Sprintf(": %s… (%d of %d bytes)", strings.ToValidUTF8(string(b[:cut]), "\uFFFD"), cut, len(raw))
 }
 
 // decodeBody keeps JSON responses structured (with exact big integers), and

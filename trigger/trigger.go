@@ -43,6 +43,9 @@ type EventPayload struct {
 	Event JSONAppender
 	Block uint64
 	Phase string
+	// Synthetic marks an occurrence fired by hand (`rflow run --event`),
+	// not emitted on chain: "synthetic": true in the journal.
+	Synthetic bool
 }
 
 // MarshalJSON encodes the payload without reflection (the ingestion hot
@@ -62,6 +65,9 @@ func (p EventPayload) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, phase...)
+	if p.Synthetic {
+		b = append(b, `,"synthetic":true`...)
+	}
 	return append(b, '}'), nil
 }
 

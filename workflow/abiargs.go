@@ -49,6 +49,11 @@ func (s *Send) Calldata(env Env) ([]byte, error) {
 // Calldata returns the ABI-encoded view call of a read trigger.
 func (r *ReadTrigger) Calldata(env Env) ([]byte, error) { return PackCall(r.ABIMethod, r.Args, env) }
 
+// ABIValue converts v (a value as expressions produce it: *big.Int, int,
+// decimal or hex strings, 0x hex, bools, lists, maps for tuples) into the Go
+// type go-ethereum's ABI packer expects for t, or says why it cannot.
+func ABIValue(v any, t abi.Type) (any, error) { return convertArg(v, t) }
+
 // convertArg converts an expression value into the Go type go-ethereum's
 // ABI packer expects for t.
 func convertArg(v any, t abi.Type) (out any, err error) {

@@ -64,19 +64,27 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// envRef matches ${VAR} and ${VAR:-default}: a default (shell and Compose
+// syntax) lets one project file run under `rflow dev --project`, which
+// sets the variable, and on its own.
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 
 // subst replaces ${VAR} references with environment values. A missing
-// variable is an error naming it, unless the project tolerates unset
-// variables; ok is false either way.
+// variable without a default is an error naming it, unless the project
+// tolerates unset variables (ok is false either way); an empty one takes
+// its default, as in the shell.
 func (l *loader) subst(s string, pos Position) (string, bool) {
 	if !strings.Contains(s, "${") {
 		return s, true
 	}
 	ok := true
 	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
-		name := ref[2 : len(ref)-1]
+		m := envRef.FindStringSubmatch(ref)
+		name, def := m[1], m[2]
 		v, found := l.lookupEnv(name)
+		if def != "" && v == "" {
+			return def[len(":-"):]
+		}
 		if !found {
 			if !l.p.allowUnsetEnv {
 				l.errorf(pos, "environment variable %s is not set (referenced as ${%s})", name, name)

@@ -34,6 +34,53 @@ func MarshalJSON(v any) ([]byte, error) {
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
+// MarshalRequestJSON encodes an HTTP request body (http_call and notify):
+// as MarshalJSON, except that an integer outside ±(2^53-1) is written as a
+// decimal string. JavaScript's JSON.parse (and any receiver decoding into
+// a float64) would otherwise round it silently: 2^255+1 arrives as the
+// string "57896…969", 42 as the number 42. The journal keeps exact numbers.
+func MarshalRequestJSON(v any) ([]byte, error) {
+	p, err := plain(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(jsSafeIntegers(p)); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER, 2^53-1.
+const maxSafeInteger = 1<<53 - 1
+
+// jsSafeIntegers replaces, in plain data, integer numbers a float64 cannot
+// hold exactly with their decimal text.
+func jsSafeIntegers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		s := string(v)
+		if strings.ContainsAny(s, ".eE") {
+			return v
+		}
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil && i >= -maxSafeInteger && i <= maxSafeInteger {
+			return v
+		}
+		return s
+	case map[string]any:
+		for k, e := range v {
+			v[k] = jsSafeIntegers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = jsSafeIntegers(e)
+		}
+	}
+	return v
+}
+
 // UnmarshalJSON decodes journaled JSON into expression values: objects are
 // map[string]any, arrays []any, integers int64 when they fit and *big.Int
 // when they do not, other numbers float64. No integer ever passes through

@@ -300,3 +300,30 @@ func TestEnvRefsInFlowMappings(t *testing.T) {
 	require.Contains(t, string(w.Spec), `"secret":"${HOOK}"`)
 	require.Contains(t, string(w.Spec), `"hmac_secret":"${MISSING}"`)
 }
+
+func TestEnvRefDefaults(t *testing.T) {
+	t.Parallel()
+	// ${VAR:-default}: the default when VAR is unset or empty, VAR otherwise;
+	// also unquoted in a flow mapping; the Spec keeps the reference.
+	wf := "name: w\ntrigger: { webhook: { secret: ${HOOK:-dflt} } }\nsteps:\n  - { id: a, http_call: { url: \"${BASE:-http://127.0.0.1:9}/x\" } }\n"
+	for _, tc := range []struct {
+		env          map[string]string
+		secret, base string
+	}{
+		{map[string]string{}, "dflt", "http://127.0.0.1:9"},
+		{map[string]string{"HOOK": "", "BASE": ""}, "dflt", "http://127.0.0.1:9"},
+		{map[string]string{"HOOK": "h", "BASE": "https://api.example"}, "h", "https://api.example"},
+	} {
+		p, err := Load(writeProject(t, wf), LoadOptions{LookupEnv: lookup(tc.env)})
+		require.NoError(t, err)
+		w := p.Workflows[0]
+		require.Equal(t, tc.secret, w.Trigger.Webhook.Secret.Reveal())
+		url, err := w.Steps[0].HTTPCall.URL.String(nil)
+		require.NoError(t, err)
+		require.Equal(t, tc.base+"/x", url)
+		require.Contains(t, string(w.Spec), `"secret":"${HOOK:-dflt}"`)
+		got, err := CompileSpec(p, w.Spec)
+		require.NoError(t, err)
+		require.Equal(t, w.Hash, got.Hash)
+	}
+}

@@ -140,16 +140,16 @@ func protectEnvRefs(src []byte) []byte {
 	if !envRef.Match(src) {
 		return src
 	}
-	return envRef.ReplaceAll(src, []byte(envOpen+"${1}"+envClose))
+	return envRef.ReplaceAll(src, []byte(envOpen+"${1}${2}"+envClose))
 }
 
-var protectedRef = regexp.MustCompile(envOpen + `([A-Za-z_][A-Za-z0-9_]*)` + envClose)
+var protectedRef = regexp.MustCompile(envOpen + `([A-Za-z_][A-Za-z0-9_]*)((?::-[^` + envClose + `]*)?)` + envClose)
 
 func restoreEnvRefs(s string) string {
 	if !strings.Contains(s, envOpen) {
 		return s
 	}
-	return protectedRef.ReplaceAllString(s, "$${$1}")
+	return protectedRef.ReplaceAllString(s, "$${$1$2}")
 }
 
 // safeParse runs the YAML parser, turning a panic inside it into an error:

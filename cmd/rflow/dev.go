@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +49,8 @@ func devCommand() *cli.Command {
 			&cli.DurationFlag{Name: "emit-every", Value: 3 * time.Second, Usage: "how often the dev chain emits a Deposit"},
 			&cli.IntFlag{Name: "workers", Value: 10, Usage: "step jobs worked at once"},
 			readyStallFlag(),
+			&cli.StringFlag{Name: "project", Usage: "run your project (a directory with rflow.yaml, or the file) instead of the quickstart; " +
+				"its ${RFLOW_DEV_*} references name the dev chain and endpoint, as `rflow init` writes them"},
 		},
 		Action: runDev,
 	}
@@ -103,14 +107,19 @@ func dev(c *cli.Context) error {
 	}
 	defer endpoint.Close()
 
+	src, err := devProjectSource(c.String("project"))
+	if err != nil {
+		return err
+	}
+
 	// The database first: the first start initialises it, which takes a
 	// while, and the dev chain's deposits should not pile up meanwhile.
-	db, err := openDatabase(c, quickstartName, logger)
+	db, err := openDatabase(c, src.name, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := ownEmbedded(db, quickstartName); err != nil {
+	if err := ownEmbedded(db, src.name); err != nil {
 		return err
 	}
 
@@ -120,14 +129,16 @@ func dev(c *cli.Context) error {
 	}
 	defer ch.close()
 
-	dir, err := os.MkdirTemp("", "rflow-quickstart-")
-	if err != nil {
-		return fmt.Errorf("project directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	path, err := quickstart.WriteTo(dir)
-	if err != nil {
-		return err
+	path := src.path
+	if path == "" {
+		dir, err := os.MkdirTemp("", "rflow-quickstart-")
+		if err != nil {
+			return fmt.Errorf("project directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		if path, err = quickstart.WriteTo(dir); err != nil {
+			return err
+		}
 	}
 	vars := map[string]string{
 		quickstart.EnvRPC:        ch.url,
@@ -150,15 +161,18 @@ func dev(c *cli.Context) error {
 		}})
 	}
 	project, err := load()
-	if err != nil {
+	switch {
+	case err != nil && src.path != "":
+		return err
+	case err != nil:
 		return fmt.Errorf("the embedded quickstart project does not load: %w", err)
-	}
-	if project.Name != quickstartName {
-		return fmt.Errorf("the embedded quickstart project is named %q, want %q", project.Name, quickstartName)
+	case project.Name != src.name:
+		return fmt.Errorf("%s is named %q, want %q", src.desc, project.Name, src.name)
 	}
 
 	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
-	view.banner(project, dir, db, ch, endpoint.url, ln)
+	dir := filepath.Dir(path)
+	view.banner(project, src.desc, dir, db, ch, endpoint.url, ln)
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
 	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
@@ -222,6 +236,40 @@ func (t devToken) hint() string {
 // quickstartName is the quickstart project's name: it keys the embedded
 // database's data directory, which is opened before the project is loaded.
 const quickstartName = "quickstart"
+
+// devSource is the project rflow dev runs: the embedded quickstart (path
+// empty) or the user's project file.
+type devSource struct {
+	path string
+	name string // keys the embedded database's data directory
+	desc string // for the banner and messages
+}
+
+// devProjectSource resolves --project: a directory holding rflow.yaml, or
+// a project file.
+func devProjectSource(project string) (devSource, error) {
+	if project == "" {
+		return devSource{name: quickstartName, desc: "examples/quickstart"}, nil
+	}
+	path := project
+	if fi, err := os.Stat(project); err != nil {
+		return devSource{}, usagef("--project %s: %v (create one with: rflow init %s)", project, err, project)
+	} else if fi.IsDir() {
+		path = filepath.Join(project, "rflow.yaml")
+	}
+	// The dev variables are set only once the dev chain runs; the name
+	// must not depend on them.
+	name, err := workflow.ProjectName(path, func(k string) (string, bool) {
+		if strings.HasPrefix(k, "RFLOW_DEV_") {
+			return "", true
+		}
+		return os.LookupEnv(k)
+	})
+	if err != nil {
+		return devSource{}, fmt.Errorf("--project: %w", err)
+	}
+	return devSource{path: path, name: name, desc: path}, nil
+}
 
 // devChain is the chain rflow dev watches: the dev chain it started, a node
 // it deployed the Emitter on, or a node and contract it only watches.

@@ -234,6 +234,10 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
 
 	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
+	// runs show's table names the send's transaction.
+	table, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "show", id).Output()
+	require.NoError(t, err)
+	require.Regexp(t, `thank\s+send\s+completed\s.*tx 0x[0-9a-f]{64} confirmed`, string(table))
 
 	// The printed console URL and token log in, and the run's journal is there.
 	console := bannerConsole.FindStringSubmatch(stdout.String())

@@ -78,9 +78,9 @@ func (v *devView) stamp(t time.Time) string {
 	return t.UTC().Format("15:04:05.000")
 }
 
-func (v *devView) banner(p *workflow.Project, dir string, db *database, ch *devChain, endpoint string, http net.Listener) {
+func (v *devView) banner(p *workflow.Project, source, dir string, db *database, ch *devChain, endpoint string, http net.Listener) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s project %s (examples/quickstart, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, len(p.Workflows))
+	fmt.Fprintf(&b, "%s project %s (%s, %d workflow(s))\n", v.color(ansiBold, "rflow dev"), p.Name, source, len(p.Workflows))
 	databaseLines(&b, db)
 	fmt.Fprintf(&b, "  chain     %s, chain id %d, %s\n", ch.desc, ch.chainID, ch.url)
 	fmt.Fprintf(&b, "  contract  Emitter at %s\n", ch.contract.Hex())

@@ -17,6 +17,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -237,6 +238,7 @@ func runsShow(c *cli.Context) error {
 	if run.Status == store.RunThrottled && run.WakeAt != nil {
 		fmt.Fprintf(out, "waiting   throttle/rate_limit window, next try at %s\n", run.WakeAt.UTC().Format(time.RFC3339))
 	}
+	printRunNotes(out, run)
 	if run.Error != nil {
 		fmt.Fprintf(out, "error     %s\n", *run.Error)
 	}
@@ -248,13 +250,7 @@ func runsShow(c *cli.Context) error {
 		if s.StartedAt != nil && s.FinishedAt != nil {
 			dur = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
 		}
-		detail := ""
-		if s.Error != nil {
-			detail = oneLine(*s.Error, 70)
-		} else if len(s.Output) > 0 {
-			detail = oneLine(string(s.Output), 70)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, detail)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, stepDetail(c.Context, db.Pool, s))
 	}
 	return w.Flush()
 }
@@ -376,13 +372,14 @@ func oneLine(s string, max int) string {
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "start a run of a workflow by hand (manual trigger)",
+		Usage:     "start a run of a workflow by hand (manual trigger, or an event trigger with --event)",
 		ArgsUsage: "<workflow>",
 		Description: "Like start, run migrates the database and deploys the project's workflows first, so it works\n" +
 			"on a fresh database; a running `rflow start` (or a later one) works the run.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "input", Usage: "JSON exposed as trigger.input"},
+			&cli.StringFlag{Name: "event", Usage: "fire an event workflow with this synthetic occurrence: JSON of the event's args (and optionally block, tx_hash, log_index, address)"},
 			&cli.StringFlag{Name: "key", Usage: "trigger key (idempotency: the same key never runs twice); default a fresh uuid"},
 		},
 		Action: func(c *cli.Context) error {
@@ -407,8 +404,18 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if project.Workflow(name) == nil {
-				return cli.Exit(fmt.Sprintf("workflow %s is not in %s", name, c.String("config")), exitFailure)
+			w, err := projectWorkflow(project, name, c.String("config"))
+			if err != nil {
+				return err
+			}
+			if err := checkRunTrigger(w, c.IsSet("event"), c.IsSet("input")); err != nil {
+				return err
+			}
+			claim := store.ManualClaim(name, key, input)
+			if w.Trigger.Kind == trigger.Event {
+				if claim, err = syntheticEventClaim(project, w, c.String("event"), key); err != nil {
+					return err
+				}
 			}
 			db, err := openDatabase(c, project.Name, logger)
 			if err != nil {
@@ -423,7 +430,7 @@ func runCommand() *cli.Command {
 			var id uuid.UUID
 			var created bool
 			err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
-				id, created, err = e.StartRunTx(c.Context, tx, store.ManualClaim(name, key, input))
+				id, created, err = e.StartRunTx(c.Context, tx, claim)
 				return err
 			})
 			var conflict *store.TriggerKeyConflict

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// printRunNotes prints what `runs show` says about a run besides its
+// status: a trigger fired by hand, and an orphaned run (its block left the
+// canonical chain).
+func printRunNotes(w io.Writer, run *store.Run) {
+	var t struct {
+		Synthetic bool `json:"synthetic"`
+	}
+	if json.Unmarshal(run.Trigger, &t) == nil && t.Synthetic {
+		fmt.Fprintf(w, "          synthetic: fired by hand with rflow run --event, not emitted on chain\n")
+	}
+	if run.OrphanedAt != nil {
+		block := ""
+		if run.BlockNumber != nil {
+			block = fmt.Sprintf(" %d", *run.BlockNumber)
+		}
+		fmt.Fprintf(w, "orphaned  %s: its block%s was reorged away (the run is kept; see docs/reliability.md)\n",
+			run.OrphanedAt.UTC().Format(time.RFC3339), block)
+	}
+}
+
+// stepDetail is the DETAIL column of a step: its error, else for a send its
+// transaction hash (from the output, or the relayer while it is pending),
+// else its output.
+func stepDetail(ctx context.Context, q store.DBTX, s *store.StepRun) string {
+	if s.Error != nil {
+		return oneLine(*s.Error, 70)
+	}
+	if s.Kind == "send" {
+		// A completed send's output has the hash; a waiting one's names
+		// the relayer's transaction, which has it once broadcast.
+		var out struct {
+			Hash       string `json:"hash"`
+			Status     string `json:"status"`
+			ExternalID string `json:"external_id"`
+		}
+		if json.Unmarshal(s.Output, &out) != nil || out.ExternalID == "" {
+			return oneLine(string(s.Output), 70)
+		}
+		if out.Hash != "" {
+			return "tx " + out.Hash + " " + out.Status
+		}
+		tx, err := store.RelayerTxByExternalID(ctx, q, out.ExternalID)
+		switch {
+		case err == nil && tx.Hash != nil:
+			return "tx " + *tx.Hash + " " + tx.Status
+		case err == nil:
+			return "tx not broadcast yet (" + tx.Status + ")"
+		case !errors.Is(err, store.ErrRelayerTxNotFound):
+			return "tx: " + oneLine(err.Error(), 60)
+		}
+	}
+	if len(s.Output) > 0 {
+		return oneLine(string(s.Output), 70)
+	}
+	return ""
+}
