@@ -567,6 +567,9 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	if err != nil || !ok {
 		return ok, err
 	}
+	if err := e.checkBreakers(ctx, tx, advs); err != nil {
+		return false, err
+	}
 	e.observeEnded(advs)
 	var jobs []river.InsertManyParams
 	for _, a := range advs {

@@ -177,6 +177,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	middleware = append(middleware, cfg.Middleware...)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
+	river.AddWorker(workers, &pageWorker{e: e})
 	periodic := []*river.PeriodicJob{}
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
 		// Only an engine that works sends has backends; one that only

@@ -30,13 +30,31 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	if err != nil {
 		return outcome{err: err}
 	}
+	req.headers["Idempotency-Key"] = run.ID.String() + ":" + row.Key
+	req.headers["X-Rflow-Run-Id"] = run.ID.String()
+	req.headers["X-Rflow-Step"] = row.Key
+	out, code, err := e.roundTrip(ctx, req, timeout, secret, expect)
+	switch {
+	case err != nil && code == 0:
+		return outcome{err: err, retryable: retryTransport(s)}
+	case err != nil:
+		return outcome{output: out, err: err, retryable: retryStatus(s, code)}
+	}
+	return outcome{output: out}
+}
+
+// roundTrip makes one request and decodes the response. A transport
+// failure (no response) is an error with code 0; a response expect refuses
+// is an error with its code and the decoded output. Errors never carry the
+// URL's credentials.
+func (e *Engine) roundTrip(ctx context.Context, req request, timeout time.Duration, secret string, expect func(int) bool) (map[string]any, int, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body := req.body
 	hreq, err := http.NewRequestWithContext(ctx, req.method, req.url, bytes.NewReader(body))
 	if err != nil {
-		return outcome{err: fmt.Errorf("request: %w", redact.Error(err))}
+		return nil, 0, fmt.Errorf("request: %w", redact.Error(err))
 	}
 	for k, v := range req.headers {
 		hreq.Header.Set(k, v)
@@ -45,24 +63,20 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 		hreq.Header.Set("Content-Type", req.contentType)
 	}
 	hreq.Header.Set("User-Agent", "rflow")
-	hreq.Header.Set("Idempotency-Key", run.ID.String()+":"+row.Key)
-	hreq.Header.Set("X-Rflow-Run-Id", run.ID.String())
-	hreq.Header.Set("X-Rflow-Step", row.Key)
 	if secret != "" {
 		signature.SetHeaders(hreq.Header, secret, body, time.Now())
 	}
 	resp, err := e.http.Do(hreq)
 	if err != nil && ctx.Err() != nil && parent.Err() == nil {
-		return outcome{err: fmt.Errorf("%s %s: no response within the step's timeout of %s", req.method, redact.URL(req.url), timeout),
-			retryable: retryTransport(s)}
+		return nil, 0, fmt.Errorf("%s %s: no response within the step's timeout of %s", req.method, redact.URL(req.url), timeout)
 	}
 	if err != nil {
-		return outcome{err: fmt.Errorf("%s %s: %w", req.method, redact.URL(req.url), redact.Error(err)), retryable: retryTransport(s)}
+		return nil, 0, fmt.Errorf("%s %s: %w", req.method, redact.URL(req.url), redact.Error(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
 	if err != nil {
-		return outcome{err: fmt.Errorf("%s %s: read response: %w", req.method, redact.URL(req.url), redact.Error(err)), retryable: retryTransport(s)}
+		return nil, 0, fmt.Errorf("%s %s: read response: %w", req.method, redact.URL(req.url), redact.Error(err))
 	}
 	out := map[string]any{
 		"status":  int64(resp.StatusCode),
@@ -70,13 +84,9 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 		"body":    decodeBody(resp.Header.Get("Content-Type"), raw),
 	}
 	if !expect(resp.StatusCode) {
-		return outcome{
-			output:    out,
-			err:       fmt.Errorf("%s %s: unexpected status %d%s", req.method, redact.URL(req.url), resp.StatusCode, errorBody(raw)),
-			retryable: retryStatus(s, resp.StatusCode),
-		}
+		return out, resp.StatusCode, fmt.Errorf("%s %s: unexpected status %d%s", req.method, redact.URL(req.url), resp.StatusCode, errorBody(raw))
 	}
-	return outcome{output: out}
+	return out, resp.StatusCode, nil
 }
 
 type request struct {
@@ -138,13 +148,8 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 				return r, 0, "", nil, fmt.Errorf("text: %w", err)
 			}
 		}
-		var payload any
-		switch n.Format {
-		case "slack":
-			payload = map[string]any{"text": text}
-		case "discord":
-			payload = map[string]any{"content": text}
-		default:
+		payload, chat := chatPayload(n.Format, text)
+		if !chat {
 			if n.Body != nil {
 				if payload, err = n.Body.Eval(env); err != nil {
 					return r, 0, "", nil, fmt.Errorf("body: %w", err)
@@ -160,6 +165,18 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 		return r, notifyTimeout, "", okStatus, nil
 	}
 	return r, 0, "", nil, fmt.Errorf("step %s has no request", s.ID)
+}
+
+// chatPayload is the body a Slack or Discord incoming webhook takes for
+// text; ok is false for a plain webhook, whose body is the caller's.
+func chatPayload(format, text string) (payload any, ok bool) {
+	switch format {
+	case workflow.NotifySlack:
+		return map[string]any{"text": text}, true
+	case workflow.NotifyDiscord:
+		return map[string]any{"content": text}, true
+	}
+	return nil, false
 }
 
 func retryTransport(s *workflow.Step) bool {

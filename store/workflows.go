@@ -14,12 +14,25 @@ var ErrNotFound = errors.New("not found")
 
 // WorkflowRow is a deployed workflow.
 type WorkflowRow struct {
-	Name       string    `json:"name"`
-	Generation int64     `json:"generation"`
-	SpecHash   string    `json:"spec_hash"`
-	Paused     bool      `json:"paused"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	Spec       []byte    `json:"-"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	SpecHash   string `json:"spec_hash"`
+	Paused     bool   `json:"paused"`
+	// PausedAt and PausedReason say since when and why a paused workflow
+	// is paused (a circuit breaker trip or an operator).
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedReason string     `json:"paused_reason,omitempty"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	Spec         []byte     `json:"-"`
+}
+
+// workflowColumns are the columns scanWorkflow reads, in its order.
+const workflowColumns = `name, generation, spec_hash, paused, paused_at, coalesce(paused_reason, ''), updated_at, spec`
+
+func scanWorkflow(row pgx.Row) (WorkflowRow, error) {
+	var w WorkflowRow
+	err := row.Scan(&w.Name, &w.Generation, &w.SpecHash, &w.Paused, &w.PausedAt, &w.PausedReason, &w.UpdatedAt, &w.Spec)
+	return w, err
 }
 
 // Deployed is the outcome of a deploy or of a start-up sync.
@@ -139,10 +152,7 @@ func WorkflowSpec(ctx context.Context, db DBTX, name string, generation int64) (
 
 // GetWorkflow returns one deployed workflow.
 func GetWorkflow(ctx context.Context, db DBTX, name string) (*WorkflowRow, error) {
-	var w WorkflowRow
-	err := db.QueryRow(ctx, `
-		SELECT name, generation, spec_hash, paused, updated_at, spec FROM rflow.workflows WHERE name = $1`,
-		name).Scan(&w.Name, &w.Generation, &w.SpecHash, &w.Paused, &w.UpdatedAt, &w.Spec)
+	w, err := scanWorkflow(db.QueryRow(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows WHERE name = $1`, name))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("workflow %s: %w", name, ErrNotFound)
 	}
@@ -151,22 +161,29 @@ func GetWorkflow(ctx context.Context, db DBTX, name string) (*WorkflowRow, error
 
 // ListWorkflows returns every deployed workflow, by name.
 func ListWorkflows(ctx context.Context, db DBTX) ([]WorkflowRow, error) {
-	rows, err := db.Query(ctx, `
-		SELECT name, generation, spec_hash, paused, updated_at, spec FROM rflow.workflows ORDER BY name`)
+	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowRow, error) {
-		var w WorkflowRow
-		err := r.Scan(&w.Name, &w.Generation, &w.SpecHash, &w.Paused, &w.UpdatedAt, &w.Spec)
-		return w, err
-	})
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowRow, error) { return scanWorkflow(r) })
 }
 
+// PausedByOperator is the reason SetWorkflowPaused records for a pause.
+const PausedByOperator = "paused by an operator"
+
 // SetWorkflowPaused pauses or resumes a workflow. A paused workflow's
-// triggers claim nothing; runs already claimed continue.
+// claims still pass the claim gate and wait, unstarted, for the resume;
+// runs already started continue. Pausing a paused workflow keeps its
+// original time and reason (a circuit breaker's, say); resuming records
+// when, so the circuit breaker counts failures from then on.
 func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) error {
-	tag, err := db.Exec(ctx, `UPDATE rflow.workflows SET paused = $2, updated_at = now() WHERE name = $1`, name, paused)
+	tag, err := db.Exec(ctx, `
+		UPDATE rflow.workflows SET
+			paused_at = CASE WHEN $2 THEN coalesce(paused_at, now()) END,
+			paused_reason = CASE WHEN $2 THEN coalesce(paused_reason, $3) END,
+			resumed_at = CASE WHEN paused AND NOT $2 THEN now() ELSE resumed_at END,
+			paused = $2, updated_at = now()
+		WHERE name = $1`, name, paused, PausedByOperator)
 	if err != nil {
 		return fmt.Errorf("pause %s: %w", name, err)
 	}

@@ -123,7 +123,7 @@ func unwrapPathError(err error) error {
 // project builds the Project from the document root.
 func (l *loader) project(root *node) {
 	m := l.fields(root, "the project", "name", "database_url", "env", "networks", "wallets", "contracts", "workflows",
-		"idempotency")
+		"idempotency", "notifiers")
 	if m == nil {
 		return
 	}
@@ -145,6 +145,9 @@ func (l *loader) project(root *node) {
 	}
 	for _, n := range l.list(m["contracts"], "contracts", false) {
 		l.contract(n)
+	}
+	for _, n := range l.list(m["notifiers"], "notifiers", false) {
+		l.notifier(n)
 	}
 	secretRefs := map[string]string{}
 	envRefsIn(m["database_url"], "the database URL", secretRefs)
@@ -176,6 +179,7 @@ func (l *loader) project(root *node) {
 		seen[w.Name] = w.Pos
 		l.p.Workflows = append(l.p.Workflows, w)
 	}
+	l.checkNotifierRefs()
 }
 
 // include expands an include glob into workflow nodes. A file holds one

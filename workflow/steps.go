@@ -620,7 +620,7 @@ func (l *loader) guards(w *Workflow, m map[string]*node) {
 				cb.Window, _ = l.duration(v, "circuit_breaker window")
 			}
 			if v := f["notify"]; !v.isNull() {
-				cb.Notify = l.str(v, "notify")
+				cb.Notify, cb.NotifyPos = l.str(v, "notify"), v.pos
 			}
 			w.CircuitBreaker = cb
 		}

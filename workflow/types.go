@@ -35,6 +35,8 @@ type Project struct {
 	Wallets   []*Wallet
 	Contracts []*Contract
 	Workflows []*Workflow
+	// Notifiers are the project's named pager destinations (notifiers.go).
+	Notifiers []*Notifier
 	// Env is the sorted allowlist of environment variables workflows may
 	// read as env.NAME (the project file's env:). The engine exposes these
 	// and nothing else.
@@ -415,5 +417,7 @@ type BudgetRef struct {
 type CircuitBreaker struct {
 	Failures int
 	Window   time.Duration
-	Notify   string
+	// Notify names the project notifier paged once per trip ("": none).
+	Notify    string
+	NotifyPos Position
 }

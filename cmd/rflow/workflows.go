@@ -36,9 +36,17 @@ func workflowsCommand() *cli.Command {
 						return err
 					}
 					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-					fmt.Fprintln(w, "NAME\tGENERATION\tPAUSED\tUPDATED")
+					fmt.Fprintln(w, "NAME\tGENERATION\tPAUSED\tSINCE\tREASON\tUPDATED")
 					for _, wf := range wfs {
-						fmt.Fprintf(w, "%s\t%d\t%v\t%s\n", wf.Name, wf.Generation, wf.Paused, wf.UpdatedAt.UTC().Format(time.RFC3339))
+						since, reason := "-", "-"
+						if wf.PausedAt != nil {
+							since = wf.PausedAt.UTC().Format(time.RFC3339)
+						}
+						if wf.PausedReason != "" {
+							reason = wf.PausedReason
+						}
+						fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\n", wf.Name, wf.Generation, wf.Paused, since, reason,
+							wf.UpdatedAt.UTC().Format(time.RFC3339))
 					}
 					return w.Flush()
 				},
