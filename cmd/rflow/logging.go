@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -116,7 +117,13 @@ func (h riverHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h riverHandler) Handle(ctx context.Context, r slog.Record) error {
-	if l := h.level(r.Level); l != r.Level {
+	l := h.level(r.Level)
+	if h.river && l > slog.LevelDebug && cancelled(r) {
+		// River reports work cut short by our own shutdown (a job insert
+		// notification whose context ended) as an error; nothing was lost.
+		l = slog.LevelDebug
+	}
+	if l != r.Level {
 		if !h.next.Enabled(ctx, l) {
 			return nil
 		}
@@ -124,6 +131,23 @@ func (h riverHandler) Handle(ctx context.Context, r slog.Record) error {
 		r.Level = l
 	}
 	return h.next.Handle(ctx, r)
+}
+
+// cancelled reports whether r's err attribute is a cancelled context.
+func cancelled(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key != "err" && a.Key != "error" {
+			return true
+		}
+		if err, ok := a.Value.Any().(error); ok {
+			found = errors.Is(err, context.Canceled)
+		} else {
+			found = a.Value.String() == context.Canceled.Error()
+		}
+		return !found
+	})
+	return found
 }
 
 func (h riverHandler) WithAttrs(as []slog.Attr) slog.Handler {
