@@ -106,6 +106,15 @@ func TestCircuitBreakerTripSurvivesKill(t *testing.T) {
 	p = startRflow(t, db, config, "")
 	defer p.stop(t)
 	require.Eventually(t, func() bool { return len(gotPages()) > 0 }, 30*time.Second, 50*time.Millisecond)
+	// Runs started before the trip finish (a pause holds back new runs, not
+	// ones under way): their steps may be rescued from the killed process.
+	require.Eventually(t, func() bool {
+		var open int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs
+			WHERE trigger_key LIKE 'bad%' AND status NOT IN ('completed', 'failed', 'cancelled')
+			AND EXISTS (SELECT 1 FROM rflow.step_runs s WHERE s.run_id = workflow_runs.id)`).Scan(&open)
+		return err == nil && open == 0
+	}, 30*time.Second, 50*time.Millisecond, "the runs under way at the trip end")
 	before := work.Load()
 	time.Sleep(time.Second)
 	got := gotPages()
