@@ -146,6 +146,11 @@ func (e *Engine) ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (
 	if err != nil {
 		return 0, err
 	}
+	// Runs claimed during the pause pass the workflow's guards now, as
+	// fresh claims do: a resume never starts more than they admit.
+	if runs, err = e.gate(ctx, tx, runs); err != nil {
+		return 0, err
+	}
 	if err := e.startRuns(ctx, tx, runs); err != nil {
 		return 0, err
 	}

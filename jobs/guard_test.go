@@ -210,3 +210,32 @@ workflows:
 	}
 	require.True(t, at[2].Before(*runs[0].FinishedAt), "bob's run started while alice's was in flight")
 }
+
+// TestResumeStartsPausedClaimsThroughTheGuards: runs claimed while the
+// workflow was paused pass its guards on resume; a durable rate limit of 3
+// starts 3 of 6 and holds the rest as throttled.
+func TestResumeStartsPausedClaimsThroughTheGuards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, fmt.Sprintf(guardedProject, "rate_limit: { max: 3, per: 1h, durable: true }"))
+	waitPastBoundary(t, time.Hour, 20*time.Second)
+	require.NoError(t, store.SetWorkflowPaused(ctx, b.pool, "g", true))
+	ids := make([]uuid.UUID, 6)
+	for i := range ids {
+		ids[i] = b.manual(t, "g", fmt.Sprintf("p%d", i), nil)
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := b.engine.ResumeWorkflowTx(ctx, tx, "g")
+		return err
+	}))
+	started, held := 0, 0
+	for _, id := range ids {
+		if b.status(t, id) == store.RunThrottled {
+			held++
+		} else {
+			started++
+		}
+	}
+	require.Equal(t, 3, started, "a resume admits what the rate limit admits")
+	require.Equal(t, 3, held, "the rest wait as throttled runs")
+}
