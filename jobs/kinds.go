@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -28,6 +29,11 @@ type stepKind struct {
 	// exec performs one attempt of an effect kind in the step worker; nil
 	// for a kind this version cannot execute yet.
 	exec func(e *Engine, ctx context.Context, x *attempt) (outcome, error)
+	// timeout is how long an effect itself may take (River's job timeout
+	// is derived from it, see step_timeout.go); nil for kinds that only
+	// touch the database (a send hands its transaction to the relayer; a
+	// delay snoozes).
+	timeout func(s *workflow.Step) time.Duration
 }
 
 // stepKinds is the table of every step kind the engine knows. Adding a kind
@@ -41,8 +47,8 @@ func stepKinds() map[string]stepKind {
 		workflow.StepNoop:    {arrive: (*advance).arriveNoop},
 		workflow.StepForeach: {arrive: (*advance).arriveForeach},
 
-		workflow.StepHTTPCall: {effect: true, exec: (*Engine).execHTTP},
-		workflow.StepNotify:   {effect: true, exec: (*Engine).execHTTP},
+		workflow.StepHTTPCall: {effect: true, exec: (*Engine).execHTTP, timeout: httpTimeout},
+		workflow.StepNotify:   {effect: true, exec: (*Engine).execHTTP, timeout: notifyStepTimeout},
 		workflow.StepSend:     {effect: true, exec: (*Engine).execSend},
 		workflow.StepDelay:    {effect: true, arrive: (*advance).arriveDelay, exec: (*Engine).execDelay},
 		workflow.StepWaitFor:  {effect: true}, // parsed and validated; not executable yet

@@ -22,22 +22,15 @@ const (
 	defaultNodeGrace   = 10 * time.Second
 )
 
-// stepTimeout is how long a step's own effect may take: an http_call's
-// timeout, a notify's request timeout. Steps that only touch the
-// database (a send hands its transaction to the relayer; a delay snoozes)
-// have none.
-func stepTimeout(s *workflow.Step) time.Duration {
-	switch {
-	case s.HTTPCall != nil:
-		if s.HTTPCall.Timeout > 0 {
-			return s.HTTPCall.Timeout
-		}
-		return workflow.DefaultHTTPTimeout
-	case s.Notify != nil:
-		return notifyTimeout
+// httpTimeout is an http_call's own timeout (its timeout:, or the default).
+func httpTimeout(s *workflow.Step) time.Duration {
+	if s.HTTPCall.Timeout > 0 {
+		return s.HTTPCall.Timeout
 	}
-	return 0
+	return workflow.DefaultHTTPTimeout
 }
+
+func notifyStepTimeout(*workflow.Step) time.Duration { return notifyTimeout }
 
 // stepJobTimeout is River's timeout for a job of step s: the step's own
 // timeout plus the job timeout for the journal work around it. River must
@@ -45,7 +38,11 @@ func stepTimeout(s *workflow.Step) time.Duration {
 // ends with no outcome journaled and the job re-fires with the step's
 // retry policy never consulted.
 func (e *Engine) stepJobTimeout(s *workflow.Step) time.Duration {
-	return stepTimeout(s) + e.jobTimeout
+	var own time.Duration
+	if t := e.kindOf(s.Kind).timeout; t != nil {
+		own = t(s)
+	}
+	return own + e.jobTimeout
 }
 
 // longestStepJob is the longest step job timeout of a project's workflows:
