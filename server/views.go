@@ -85,3 +85,21 @@ func NewSteps(ss []*store.StepRun) []*Step {
 	}
 	return out
 }
+
+// Workflow is a deployed workflow as the API shows it (and `rflow
+// workflows ls -o json`).
+type Workflow struct {
+	Name         string     `json:"name"`
+	Generation   int64      `json:"generation"`
+	SpecHash     string     `json:"spec_hash"`
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedReason string     `json:"paused_reason,omitempty"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+}
+
+// NewWorkflow maps a stored workflow to its API form.
+func NewWorkflow(w *store.WorkflowRow) *Workflow {
+	return &Workflow{Name: w.Name, Generation: w.Generation, SpecHash: w.SpecHash, Paused: w.Paused,
+		PausedAt: w.PausedAt, PausedReason: w.PausedReason, UpdatedAt: w.UpdatedAt}
+}

@@ -80,3 +80,68 @@ func asDiagnostics(err error) (workflow.Diagnostics, bool) {
 	}
 	return nil, false
 }
+
+type workflowListResponse struct {
+	Workflows []*Workflow `json:"workflows"`
+}
+
+type workflowResponse struct {
+	Workflow *Workflow `json:"workflow"`
+	// Started counts the runs a resume started: those claimed while the
+	// workflow was paused.
+	Started *int `json:"started,omitempty"`
+}
+
+func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	rows, err := store.ListWorkflows(r.Context(), s.pool)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := workflowListResponse{Workflows: make([]*Workflow, len(rows))}
+	for i := range rows {
+		out.Workflows[i] = NewWorkflow(&rows[i])
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	row, err := store.GetWorkflow(r.Context(), s.pool, r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, workflowResponse{Workflow: NewWorkflow(row)})
+}
+
+// pauseWorkflow and resumeWorkflow are what `rflow workflows pause/resume`
+// do. Both are idempotent by effect (a flag; a resume starts only the runs
+// still waiting), so they keep the deterministic retention of cancel.
+func (s *Server) pauseWorkflow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
+		if err := store.SetWorkflowPaused(ctx, tx, name, true); err != nil {
+			return 0, nil, err
+		}
+		row, err := store.GetWorkflow(ctx, tx, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, workflowResponse{Workflow: NewWorkflow(row)}, nil
+	})
+}
+
+func (s *Server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
+		n, err := s.engine.ResumeWorkflowTx(ctx, tx, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		row, err := store.GetWorkflow(ctx, tx, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, workflowResponse{Workflow: NewWorkflow(row), Started: &n}, nil
+	})
+}
