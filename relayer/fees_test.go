@@ -72,6 +72,7 @@ func TestClassifySend(t *testing.T) {
 		"only replay-protected (EIP-155) transactions allowed over RPC":           sendRejected,
 		"exceeds block gas limit":                                                 sendRejected,
 		"transaction type not supported":                                          sendRejected,
+		"max fee per gas less than block base fee":                                sendFeeTooLow, // anvil, geth core
 		"context deadline exceeded":                                               sendTransient,
 		"429 Too Many Requests":                                                   sendTransient,
 	} {

@@ -19,10 +19,12 @@ import (
 const cancelGas = 21_000
 
 // monitor is one poll of a broadcast send. In order: find a receipt for any
-// hash ever broadcast for it (then wait for confirmations and finish); else,
-// if its nonce was used by a transaction rflow did not send, heal; else
-// cancel at the deadline or on request, bump stuck fees, or re-send bytes
-// the node did not take. Then snooze until the next poll.
+// hash ever broadcast for it in a block of the canonical chain (then wait for
+// confirmations and finish); else, if it was mined and its block left the
+// chain, track it again (see orphaned); else, if its nonce was used by a
+// transaction rflow did not send, heal; else cancel at the deadline or on
+// request, bump stuck fees, or re-send bytes the node did not take. Then
+// snooze until the next poll.
 func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx) error {
 	nonce := uint64(*row.Nonce)
 
@@ -30,12 +32,12 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	if err != nil {
 		return err
 	}
-	bc, rc, err := receipt(ctx, b, bs)
+	l, err := r.landed(ctx, b, row, bs)
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	if rc != nil {
-		return r.mined(ctx, job, row, *bc, rc, b)
+	if l != nil {
+		return r.mined(ctx, job, row, l, b)
 	}
 	used, err := b.NonceAt(ctx, w.Address(), nil)
 	if err != nil {
@@ -44,16 +46,20 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	if used > nonce {
 		// Look again: a hash of ours may have been mined between the two
 		// lookups, and must never be taken for someone else's.
-		if bc, rc, err = receipt(ctx, b, bs); err != nil {
+		if l, err = r.landed(ctx, b, row, bs); err != nil {
 			return r.later(ctx, row.TxID, job.ID, err)
 		}
-		if rc != nil {
-			return r.mined(ctx, job, row, *bc, rc, b)
+		if l != nil {
+			return r.mined(ctx, job, row, l, b)
 		}
 	}
 	if row.Status == store.RelayerMined {
-		r.log.Warn("mined send lost its block (reorg); waiting for it again", "external_id", row.ExternalID)
-		if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, nil); err != nil {
+		if used <= nonce {
+			return r.orphaned(ctx, job, w, b, row, bs)
+		}
+		// The new chain holds someone else's transaction at the nonce:
+		// journal the lost block before nonceTaken settles the send.
+		if err := r.orphan(ctx, job, row, nil); err != nil {
 			return err
 		}
 	}
@@ -82,13 +88,19 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 			return river.JobSnooze(r.cfg.PollInterval)
 		}
 	}
+	// The bump clock starts at the latest signing, or at the reorg that
+	// sent the send's bytes out again.
+	since := cur.CreatedAt
+	if row.OrphanedAt != nil && row.OrphanedAt.After(since) {
+		since = *row.OrphanedAt
+	}
 	cancel := row.CancelRequestedAt != nil || (row.ExpiresAt != nil && now.After(*row.ExpiresAt))
 	switch {
 	case cancel && cur.Kind != "cancel":
 		return r.replace(ctx, job, w, b, row, cur, "cancel")
 	case untaken(bs, *row.Nonce):
 		return r.resend(ctx, job, w, b, row, cur)
-	case now.Sub(cur.CreatedAt) >= r.cfg.BumpAfter:
+	case now.Sub(since) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, cur.Kind)
 	case cur.SentAt == nil:
 		signed, err := decodeRaw(cur.Raw)
@@ -100,19 +112,87 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	return river.JobSnooze(r.cfg.PollInterval)
 }
 
-// receipt looks for a receipt of any broadcast, newest first.
-func receipt(ctx context.Context, b Backend, bs []store.RelayerBroadcast) (*store.RelayerBroadcast, *types.Receipt, error) {
+// landing is a receipt of one of a send's broadcasts in a block of the
+// canonical chain, and the head it was checked against.
+type landing struct {
+	bc   store.RelayerBroadcast
+	rc   *types.Receipt
+	head uint64
+}
+
+// landed looks for a receipt of any broadcast, newest first, and keeps it
+// only if its block is the canonical block at its height now: a node may
+// still serve the receipt of a block a reorg orphaned, and confirmations
+// counted on that block would count a chain that no longer exists. It
+// returns nil when no broadcast has a canonical receipt.
+func (r *Relayer) landed(ctx context.Context, b Backend, row *store.RelayerTx, bs []store.RelayerBroadcast) (*landing, error) {
+	var head uint64
 	for i := len(bs) - 1; i >= 0; i-- {
 		rc, err := b.TransactionReceipt(ctx, common.HexToHash(bs[i].Hash))
 		if errors.Is(err, ethereum.NotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("receipt %s: %w", bs[i].Hash, err)
+			return nil, fmt.Errorf("receipt %s: %w", bs[i].Hash, err)
 		}
-		return &bs[i], rc, nil
+		if head == 0 {
+			// Read before the canonical check, so the chain checked has
+			// at least this many blocks.
+			if head, err = b.BlockNumber(ctx); err != nil {
+				return nil, fmt.Errorf("head: %w", err)
+			}
+		}
+		ok, err := canonical(ctx, b, rc.BlockNumber, rc.BlockHash)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			r.log.Warn("receipt is in a block that is no longer canonical; not counted", "external_id", row.ExternalID,
+				"hash", bs[i].Hash, "block", rc.BlockNumber, "block_hash", rc.BlockHash)
+			continue
+		}
+		return &landing{bc: bs[i], rc: rc, head: head}, nil
 	}
-	return nil, nil, nil
+	return nil, nil
+}
+
+// canonical reports whether hash is the node's canonical block at number
+// (a block beyond the head, after a reorg to a shorter chain, is not).
+func canonical(ctx context.Context, b Backend, number *big.Int, hash common.Hash) (bool, error) {
+	h, err := b.HeaderByNumber(ctx, number)
+	if errors.Is(err, ethereum.NotFound) || (err == nil && h == nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("block %d: %w", number, err)
+	}
+	return h.Hash() == hash, nil
+}
+
+// deepEnough reports whether the canonical chain holds need blocks from
+// block (the receipt's) on: it reads the confirming block, at block+need-1,
+// and follows parent hashes down to block, which must be hash. One
+// consistent chain of need blocks, not a head and a block number read at
+// different moments, is what counts: a reorg in the middle of the walk
+// breaks a link, and the send waits for the next poll.
+func deepEnough(ctx context.Context, b Backend, block uint64, hash common.Hash, need uint64) (bool, error) {
+	var parent common.Hash
+	for n := block + need - 1; ; n-- {
+		h, err := b.HeaderByNumber(ctx, new(big.Int).SetUint64(n))
+		if errors.Is(err, ethereum.NotFound) || (err == nil && h == nil) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("block %d: %w", n, err)
+		}
+		if n < block+need-1 && h.Hash() != parent {
+			return false, nil
+		}
+		if n == block {
+			return h.Hash() == hash, nil
+		}
+		parent = h.ParentHash
+	}
 }
 
 // untaken reports whether the node never took anything of the send's at
@@ -142,21 +222,37 @@ func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast 
 	return nil
 }
 
-// mined handles a receipt for broadcast bc: record it, and once it has the
-// confirmations asked for, finish the send (confirmed, or failed when it
-// reverted; expired or cancelled when the no-op won).
-func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, bc store.RelayerBroadcast, rc *types.Receipt, b Backend) error {
-	rec := &store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
+// mined handles a canonical receipt: record it, and once it has the
+// confirmations asked for on the canonical chain, finish the send
+// (confirmed, or failed when it reverted; expired or cancelled when the
+// no-op won). A send that was mined in another block (a reorg moved it)
+// journals the block it lost first.
+func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, l *landing, b Backend) error {
+	bc, rc := l.bc, l.rc
+	rec := store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
 		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
-	// A receipt is one confirmation; more need the head.
-	if need := uint64(max(row.Confirmations, 1)); need > 1 {
-		head, err := b.BlockNumber(ctx)
-		if err != nil {
-			return r.later(ctx, row.TxID, job.ID, fmt.Errorf("head: %w", err))
+	journaled := row.Status == store.RelayerMined && row.Hash != nil && *row.Hash == bc.Hash &&
+		row.MinedBlockHash != nil && *row.MinedBlockHash == rec.BlockHash
+	if row.Status == store.RelayerMined && !journaled {
+		r.log.Warn("mined send moved to another block (reorg); counting confirmations there", "external_id", row.ExternalID,
+			"old_block", deref(row.MinedBlock), "old_block_hash", deref(row.MinedBlockHash),
+			"block", rec.Block, "block_hash", rec.BlockHash, "hash", rec.Hash)
+		if err := r.orphan(ctx, job, row, &rec); err != nil {
+			return err
 		}
-		if head+1 < rc.BlockNumber.Uint64()+need {
-			if row.Status != store.RelayerMined || row.Hash == nil || *row.Hash != bc.Hash ||
-				row.MinedBlockHash == nil || *row.MinedBlockHash != rec.BlockHash {
+		journaled = true
+	}
+	// A receipt is one confirmation; more need the blocks on top of it.
+	if need := uint64(max(row.Confirmations, 1)); need > 1 {
+		deep := l.head+1 >= rc.BlockNumber.Uint64()+need
+		if deep {
+			var err error
+			if deep, err = deepEnough(ctx, b, rc.BlockNumber.Uint64(), rc.BlockHash, need); err != nil {
+				return r.later(ctx, row.TxID, job.ID, err)
+			}
+		}
+		if !deep {
+			if !journaled {
 				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
 					return err
 				}
@@ -164,7 +260,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 			return river.JobSnooze(r.cfg.PollInterval)
 		}
 	}
-	f := store.RelayerFinal{Receipt: rec}
+	f := store.RelayerFinal{Receipt: &rec}
 	switch {
 	case bc.Kind == "cancel" && row.CancelRequestedAt != nil:
 		f.Status = store.RelayerCancelled
@@ -177,6 +273,72 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 	}
 	r.fault("relayer.before-final")
 	return finish(ctx, r, job, row.TxID, f)
+}
+
+// orphan journals the receipt of a mined send whose block left the
+// canonical chain (see store.OrphanRelayerReceipt) and updates row to match:
+// next is its receipt on the new chain, nil when the reorg dropped it.
+func (r *Relayer) orphan(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, next *store.RelayerReceipt) error {
+	if _, err := store.OrphanRelayerReceipt(ctx, r.cfg.Pool, row.TxID, job.ID, next); err != nil {
+		return err
+	}
+	now := time.Now()
+	row.OrphanedAt = &now
+	if next == nil {
+		row.Status, row.MinedBlock, row.MinedBlockHash = store.RelayerInMempool, nil, nil
+	}
+	return nil
+}
+
+// orphaned tracks a mined send again whose block left the canonical chain
+// and whose transaction is in no canonical block now (the reorg dropped it,
+// and nothing else used its nonce). It re-sends the very bytes that were
+// mined: the same nonce, tx_id and hash, so whatever happens it is still
+// one transaction. Only when the node refuses them for their fees (the new
+// chain's base fee is above their cap) is the send re-signed, at the same
+// nonce and recorded before it is sent. The bytes go out before the lost
+// block is journaled: a crash in between finds the send still mined and
+// does this again, which re-sends the same hash ("already known").
+func (r *Relayer) orphaned(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, bs []store.RelayerBroadcast) error {
+	r.fault("relayer.orphaned")
+	lost := latestAt(bs, *row.Nonce)
+	for i := range bs {
+		if row.Hash != nil && bs[i].Hash == *row.Hash {
+			lost = &bs[i]
+		}
+	}
+	signed, err := decodeRaw(lost.Raw)
+	if err != nil {
+		return err
+	}
+	class, sendErr := r.send(ctx, b, signed)
+	r.fault("relayer.after-resend")
+	r.log.Warn("mined send lost its block (reorg); sent its bytes again", "external_id", row.ExternalID,
+		"block", deref(row.MinedBlock), "block_hash", deref(row.MinedBlockHash), "hash", lost.Hash,
+		"nonce", *row.Nonce, "result", class.String())
+	if err := r.orphan(ctx, job, row, nil); err != nil {
+		return err
+	}
+	switch {
+	case class == sendFeeTooLow:
+		return r.replace(ctx, job, w, b, row, latestAt(bs, *row.Nonce), "send")
+	case class.permanent():
+		return r.refused(ctx, job, b, row, signed, class, sendErr)
+	}
+	// Accepted; or the nonce is used (the next poll finds a receipt of
+	// ours or settles it as someone else's); or an answer to retry.
+	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+		return err
+	}
+	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// deref is *p for a log attribute, nil when p is.
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 // nonceTaken handles a send whose nonce is used on chain while none of its
@@ -310,7 +472,7 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
-	case class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
+	case (class == sendTransient || class == sendFeeTooLow) && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, "send")
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {

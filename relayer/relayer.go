@@ -222,7 +222,10 @@ type Transaction struct {
 	CancelRequested bool
 	// Accepted: a node once accepted one of its broadcasts. A failed send
 	// that was never accepted (and has no receipt) never left the wallet.
-	Accepted   bool
+	Accepted bool
+	// OrphanedAt is when a reorg last took the block the send was mined
+	// in off the canonical chain (nil: never); see Orphans.
+	OrphanedAt *time.Time
 	Simulation *Simulation
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -244,7 +247,7 @@ func fromRow(row *store.RelayerTx) (*Transaction, error) {
 		From: common.HexToAddress(row.From), To: common.HexToAddress(row.To), Value: row.Value, Data: row.Data,
 		Status: Status(row.Status), Confirmations: row.Confirmations, DryRun: row.DryRun,
 		CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, FinishedAt: row.FinishedAt,
-		CancelRequested: row.CancelRequestedAt != nil, Accepted: row.BroadcastAt != nil,
+		CancelRequested: row.CancelRequestedAt != nil, Accepted: row.BroadcastAt != nil, OrphanedAt: row.OrphanedAt,
 	}
 	if row.Nonce != nil {
 		n := uint64(*row.Nonce)
@@ -415,6 +418,30 @@ func (r *Relayer) Broadcasts(ctx context.Context, txID uuid.UUID) ([]Broadcast, 
 		out[i] = Broadcast{Hash: common.HexToHash(b.Hash), Kind: b.Kind, Nonce: uint64(b.Nonce),
 			MaxFee: b.Gas.MaxFee, MaxPriorityFee: b.Gas.MaxPriorityFee, GasPrice: b.Gas.GasPrice,
 			CreatedAt: b.CreatedAt, Sent: b.SentAt != nil}
+	}
+	return out, nil
+}
+
+// Orphan is a block a send was mined in until a reorg took it off the
+// canonical chain.
+type Orphan struct {
+	Hash        common.Hash // the send's transaction in that block
+	BlockNumber uint64
+	BlockHash   common.Hash
+	DetectedAt  time.Time
+}
+
+// Orphans lists the blocks a send lost to reorgs, oldest first; its
+// Transaction holds the block it is in now.
+func (r *Relayer) Orphans(ctx context.Context, txID uuid.UUID) ([]Orphan, error) {
+	rows, err := store.RelayerOrphanedReceipts(ctx, r.cfg.Pool, txID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Orphan, len(rows))
+	for i, o := range rows {
+		out[i] = Orphan{Hash: common.HexToHash(o.Hash), BlockNumber: uint64(o.Block), BlockHash: common.HexToHash(o.BlockHash),
+			DetectedAt: o.DetectedAt}
 	}
 	return out, nil
 }

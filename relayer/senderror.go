@@ -26,6 +26,11 @@ const (
 	// of them fixes (intrinsic gas too low, a bad signature or chain id, a
 	// gas limit above the block's). Handled like insufficient funds.
 	sendRejected
+	// sendFeeTooLow: the fee cap of these bytes is below the base fee of
+	// the node's next block (a reorg can bring a chain whose base fee is
+	// higher). Re-sending them is refused again until the base fee falls;
+	// a re-signed copy at the same nonce with market fees is not.
+	sendFeeTooLow
 	// sendTransient: anything else (timeouts, rate limits, unknown errors).
 	// The outcome is ambiguous, so the same signed bytes are sent again
 	// later, which is safe: they have one hash.
@@ -46,6 +51,8 @@ func (c sendClass) String() string {
 		return "insufficient funds"
 	case sendRejected:
 		return "rejected"
+	case sendFeeTooLow:
+		return "fee cap below base fee"
 	}
 	return "transient"
 }
@@ -68,6 +75,9 @@ func classifySend(err error) sendClass {
 		return sendNonceTooLow
 	case strings.Contains(msg, "underpriced"):
 		return sendUnderpriced
+	case strings.Contains(msg, "less than block base fee"), strings.Contains(msg, "fee cap less than base fee"),
+		strings.Contains(msg, "feecaptoolow"), strings.Contains(msg, "max fee per gas too low"):
+		return sendFeeTooLow
 	case strings.Contains(msg, "insufficient funds"), strings.Contains(msg, "insufficient balance"),
 		strings.Contains(msg, "insufficientfunds"):
 		return sendInsufficientFunds

@@ -66,6 +66,8 @@ type RelayerTx struct {
 	BroadcastAt       *time.Time
 	MinedAt           *time.Time
 	FinishedAt        *time.Time
+	// OrphanedAt is when the send last lost the block it was mined in.
+	OrphanedAt *time.Time
 }
 
 // Final reports whether the transaction reached a state it never leaves.
@@ -80,7 +82,7 @@ func (t *RelayerTx) Final() bool {
 const relayerTxColumns = `id, tx_id, external_id, wallet, chain_id, from_address, to_address, value::text, data,
 	nonce, gas_limit, max_fee::text, max_priority_fee::text, gas_price::text, fee_cap::text, status, tx_hash,
 	mined_block, mined_block_hash, receipt_status, gas_used, error, confirmations, dry_run, simulation,
-	expires_at, cancel_requested_at, job_id, checked_at, created_at, updated_at, broadcast_at, mined_at, finished_at`
+	expires_at, cancel_requested_at, job_id, checked_at, created_at, updated_at, broadcast_at, mined_at, finished_at, orphaned_at`
 
 func scanRelayerTx(row pgx.Row) (*RelayerTx, error) {
 	var t RelayerTx
@@ -89,7 +91,7 @@ func scanRelayerTx(row pgx.Row) (*RelayerTx, error) {
 	err := row.Scan(&t.ID, &t.TxID, &t.ExternalID, &t.Wallet, &t.ChainID, &t.From, &t.To, &value, &t.Data,
 		&t.Nonce, &t.GasLimit, &maxFee, &maxPrio, &gasPrice, &feeCap, &t.Status, &t.Hash,
 		&t.MinedBlock, &t.MinedBlockHash, &t.ReceiptStatus, &t.GasUsed, &t.Error, &t.Confirmations, &t.DryRun, &t.Simulation,
-		&t.ExpiresAt, &t.CancelRequestedAt, &t.JobID, &t.CheckedAt, &t.CreatedAt, &t.UpdatedAt, &t.BroadcastAt, &t.MinedAt, &t.FinishedAt)
+		&t.ExpiresAt, &t.CancelRequestedAt, &t.JobID, &t.CheckedAt, &t.CreatedAt, &t.UpdatedAt, &t.BroadcastAt, &t.MinedAt, &t.FinishedAt, &t.OrphanedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrRelayerTxNotFound
 	}
@@ -440,26 +442,81 @@ type RelayerReceipt struct {
 	GasUsed   int64
 }
 
-// SetRelayerTxMined records the receipt of a send (status mined), or with a
-// nil receipt moves a send whose block was reorged away back to in_mempool.
-// Fenced on the driving job.
-func SetRelayerTxMined(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, r *RelayerReceipt) error {
-	var err error
-	if r == nil {
-		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'in_mempool', mined_block = NULL,
-				mined_block_hash = NULL, receipt_status = NULL, gas_used = NULL, mined_at = NULL, updated_at = now()
-			WHERE tx_id = $1 AND job_id = $2 AND status = 'mined'`, txID, jobID)
-	} else {
-		_, err = q.Exec(ctx, `UPDATE relayer.transactions SET status = 'mined', tx_hash = $3, mined_block = $4,
-				mined_block_hash = $5, receipt_status = $6, gas_used = $7, mined_at = COALESCE(mined_at, now()),
-				updated_at = now()
-			WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')`,
-			txID, jobID, r.Hash, r.Block, r.BlockHash, r.Status, r.GasUsed)
-	}
+// SetRelayerTxMined records the receipt of a send (status mined). Fenced
+// on the driving job.
+func SetRelayerTxMined(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, r RelayerReceipt) error {
+	_, err := q.Exec(ctx, `UPDATE relayer.transactions SET status = 'mined', tx_hash = $3, mined_block = $4,
+			mined_block_hash = $5, receipt_status = $6, gas_used = $7, mined_at = COALESCE(mined_at, now()),
+			updated_at = now()
+		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')`,
+		txID, jobID, r.Hash, r.Block, r.BlockHash, r.Status, r.GasUsed)
 	if err != nil {
 		return fmt.Errorf("record receipt of relayer tx %s: %w", txID, err)
 	}
 	return nil
+}
+
+// OrphanRelayerReceipt handles a mined send whose block left the canonical
+// chain: the receipt it has is kept in relayer.orphaned_receipts, and the
+// send takes next, its receipt on the new chain (re-included), or with nil
+// goes back to in_mempool (dropped; the fee-bump clock restarts). Fenced on
+// the driving job; it reports whether the send was still mined and this
+// job's.
+func OrphanRelayerReceipt(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, next *RelayerReceipt) (bool, error) {
+	status, hash, blockHash := "in_mempool", (*string)(nil), (*string)(nil)
+	var block, gasUsed *int64
+	var rstatus *int16
+	if next != nil {
+		status, hash, blockHash, block, gasUsed, rstatus = "mined", &next.Hash, &next.BlockHash, &next.Block, &next.GasUsed, &next.Status
+	}
+	tag, err := q.Exec(ctx, `
+		WITH cur AS (
+			SELECT tx_id, tx_hash, mined_block, mined_block_hash FROM relayer.transactions
+			WHERE tx_id = $1 AND job_id = $2 AND status = 'mined'
+			FOR UPDATE
+		), kept AS (
+			INSERT INTO relayer.orphaned_receipts (tx_id, hash, block_number, block_hash)
+			SELECT tx_id, tx_hash, mined_block, mined_block_hash FROM cur
+			ON CONFLICT DO NOTHING
+		)
+		UPDATE relayer.transactions t SET status = $3, tx_hash = COALESCE($4, t.tx_hash), mined_block = $5,
+			mined_block_hash = $6, receipt_status = $7, gas_used = $8,
+			mined_at = CASE WHEN $5::bigint IS NULL THEN NULL ELSE now() END,
+			orphaned_at = now(), updated_at = now()
+		FROM cur WHERE t.tx_id = cur.tx_id`,
+		txID, jobID, status, hash, block, blockHash, rstatus, gasUsed)
+	if err != nil {
+		return false, fmt.Errorf("orphan receipt of relayer tx %s: %w", txID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RelayerOrphan is a receipt a send once had in a block that left the
+// canonical chain.
+type RelayerOrphan struct {
+	Hash       string
+	Block      int64
+	BlockHash  string
+	DetectedAt time.Time
+}
+
+// RelayerOrphanedReceipts lists the send's orphaned receipts, oldest first.
+func RelayerOrphanedReceipts(ctx context.Context, q DBTX, txID uuid.UUID) ([]RelayerOrphan, error) {
+	rows, err := q.Query(ctx, `SELECT hash, block_number, block_hash, detected_at FROM relayer.orphaned_receipts
+		WHERE tx_id = $1 ORDER BY detected_at, block_number`, txID)
+	if err != nil {
+		return nil, fmt.Errorf("list orphaned receipts of %s: %w", txID, err)
+	}
+	defer rows.Close()
+	var out []RelayerOrphan
+	for rows.Next() {
+		var o RelayerOrphan
+		if err := rows.Scan(&o.Hash, &o.Block, &o.BlockHash, &o.DetectedAt); err != nil {
+			return nil, fmt.Errorf("list orphaned receipts of %s: %w", txID, err)
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
 }
 
 // RelayerFinal is the outcome FinishRelayerTx records.
