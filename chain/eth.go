@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"math/big"
 
 	"github.com/ethereum/go-ethereum"
@@ -42,6 +43,18 @@ func (e *Eth) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, er
 	return ethCall(ctx, e, "eth_getBlockByNumber", func(ec *ethclient.Client, ctx context.Context) (*types.Header, error) {
 		return ec.HeaderByNumber(ctx, n)
 	})
+}
+
+// BlockHash returns the hash the node gives block n, or ethereum.NotFound.
+// It is the node's own hash, not one of a header go-ethereum decoded and
+// encoded again, which differs on a chain whose headers carry fields
+// go-ethereum does not know (the relayer's canonical-block check uses it).
+func (e *Eth) BlockHash(ctx context.Context, n *big.Int) (common.Hash, error) {
+	h, err := e.c.HeaderByNumber(ctx, n.Uint64())
+	if errors.Is(err, ErrNotFound) {
+		return common.Hash{}, ethereum.NotFound
+	}
+	return h.Hash, err
 }
 
 // BlockNumber returns the latest block's number.

@@ -13,6 +13,11 @@ import (
 // never dials: its caller passes one per chain in Config.Networks. An
 // *ethclient.Client satisfies it, and so does chain.Client.Eth(), which
 // fails over along several RPC URLs (what rflow passes).
+//
+// A Backend that also has BlockHash (see blockHasher; chain.Eth does) is
+// asked for block hashes as the node reports them; otherwise the hash of
+// the header HeaderByNumber decodes is used, which is the node's on every
+// chain whose headers go-ethereum encodes exactly.
 type Backend interface {
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 	BlockNumber(ctx context.Context) (uint64, error)
@@ -25,4 +30,10 @@ type Backend interface {
 	CallContract(ctx context.Context, msg ethereum.CallMsg, blockNumber *big.Int) ([]byte, error)
 	SendTransaction(ctx context.Context, tx *types.Transaction) error
 	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
+}
+
+// blockHasher is a Backend that reports a block's hash as the node gives it,
+// or ethereum.NotFound.
+type blockHasher interface {
+	BlockHash(ctx context.Context, number *big.Int) (common.Hash, error)
 }

@@ -37,7 +37,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	if l != nil {
-		return r.mined(ctx, job, row, l, b)
+		return r.mined(ctx, job, row, l)
 	}
 	used, err := b.NonceAt(ctx, w.Address(), nil)
 	if err != nil {
@@ -50,7 +50,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		if l != nil {
-			return r.mined(ctx, job, row, l, b)
+			return r.mined(ctx, job, row, l)
 		}
 	}
 	if row.Status == store.RelayerMined {
@@ -159,40 +159,26 @@ func (r *Relayer) landed(ctx context.Context, b Backend, row *store.RelayerTx, b
 // canonical reports whether hash is the node's canonical block at number
 // (a block beyond the head, after a reorg to a shorter chain, is not).
 func canonical(ctx context.Context, b Backend, number *big.Int, hash common.Hash) (bool, error) {
-	h, err := b.HeaderByNumber(ctx, number)
-	if errors.Is(err, ethereum.NotFound) || (err == nil && h == nil) {
+	var got common.Hash
+	var err error
+	if bh, ok := b.(blockHasher); ok {
+		got, err = bh.BlockHash(ctx, number)
+	} else {
+		var h *types.Header
+		if h, err = b.HeaderByNumber(ctx, number); err == nil && h == nil {
+			err = ethereum.NotFound
+		}
+		if h != nil {
+			got = h.Hash()
+		}
+	}
+	if errors.Is(err, ethereum.NotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("block %d: %w", number, err)
 	}
-	return h.Hash() == hash, nil
-}
-
-// deepEnough reports whether the canonical chain holds need blocks from
-// block (the receipt's) on: it reads the confirming block, at block+need-1,
-// and follows parent hashes down to block, which must be hash. One
-// consistent chain of need blocks, not a head and a block number read at
-// different moments, is what counts: a reorg in the middle of the walk
-// breaks a link, and the send waits for the next poll.
-func deepEnough(ctx context.Context, b Backend, block uint64, hash common.Hash, need uint64) (bool, error) {
-	var parent common.Hash
-	for n := block + need - 1; ; n-- {
-		h, err := b.HeaderByNumber(ctx, new(big.Int).SetUint64(n))
-		if errors.Is(err, ethereum.NotFound) || (err == nil && h == nil) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("block %d: %w", n, err)
-		}
-		if n < block+need-1 && h.Hash() != parent {
-			return false, nil
-		}
-		if n == block {
-			return h.Hash() == hash, nil
-		}
-		parent = h.ParentHash
-	}
+	return got == hash, nil
 }
 
 // untaken reports whether the node never took anything of the send's at
@@ -227,7 +213,7 @@ func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast 
 // (confirmed, or failed when it reverted; expired or cancelled when the
 // no-op won). A send that was mined in another block (a reorg moved it)
 // journals the block it lost first.
-func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, l *landing, b Backend) error {
+func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, l *landing) error {
 	bc, rc := l.bc, l.rc
 	rec := store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
 		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
@@ -244,14 +230,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 	}
 	// A receipt is one confirmation; more need the blocks on top of it.
 	if need := uint64(max(row.Confirmations, 1)); need > 1 {
-		deep := l.head+1 >= rc.BlockNumber.Uint64()+need
-		if deep {
-			var err error
-			if deep, err = deepEnough(ctx, b, rc.BlockNumber.Uint64(), rc.BlockHash, need); err != nil {
-				return r.later(ctx, row.TxID, job.ID, err)
-			}
-		}
-		if !deep {
+		if l.head+1 < rc.BlockNumber.Uint64()+need {
 			if !journaled {
 				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
 					return err

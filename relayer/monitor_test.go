@@ -217,12 +217,14 @@ func TestOutsideReplacementEndsReplaced(t *testing.T) {
 	require.Equal(t, bs[0].Nonce+1, tb.nonce(t), "the relayer must not re-send a replaced send")
 }
 
-// legacyChain hides the base fee, as a pre-London chain would.
+// legacyChain hides the base fee of the head (what fees are quoted from),
+// as a pre-London chain would. Blocks by number keep theirs: their hashes
+// must stay the node's.
 type legacyChain struct{ *ethclient.Client }
 
 func (l legacyChain) HeaderByNumber(ctx context.Context, n *big.Int) (*types.Header, error) {
 	h, err := l.Client.HeaderByNumber(ctx, n)
-	if h != nil {
+	if h != nil && n == nil {
 		h.BaseFee = nil
 	}
 	return h, err

@@ -218,6 +218,25 @@ func (n *Node) Reorg(depth int) {
 	n.Call(nil, "anvil_reorg", depth, []any{})
 }
 
+// ReorgTx is a signed transaction for ReorgWith: Raw goes into the new
+// block at offset Block (0 is the first new block).
+type ReorgTx struct {
+	Raw   []byte
+	Block int
+}
+
+// ReorgWith replaces the newest depth blocks with new ones holding txs
+// (anvil_reorg). Transactions of the replaced blocks that are not among txs
+// are gone: anvil puts none of them back in its mempool.
+func (n *Node) ReorgWith(depth int, txs ...ReorgTx) {
+	n.t.Helper()
+	list := make([]any, len(txs))
+	for i, tx := range txs {
+		list[i] = []any{hexutil.Bytes(tx.Raw), tx.Block}
+	}
+	n.Call(nil, "anvil_reorg", depth, list)
+}
+
 // BlockNumber returns the current head.
 func (n *Node) BlockNumber() uint64 {
 	n.t.Helper()
