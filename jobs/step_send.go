@@ -208,7 +208,8 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	}
 	out := map[string]any{
 		"tx_id": t.TxID.String(), "external_id": t.ExternalID, "hash": t.Hash.Hex(), "block": int64(t.BlockNumber),
-		"status": string(t.Status), "gas_used": int64(t.GasUsed), "from": t.From.Hex(), "to": t.To.Hex(),
+		"block_hash": t.BlockHash.Hex(),
+		"status":     string(t.Status), "gas_used": int64(t.GasUsed), "from": t.From.Hex(), "to": t.To.Hex(),
 		"value": t.Value, "dry_run": t.DryRun,
 	}
 	if t.Simulation != nil {
