@@ -55,15 +55,21 @@ func (tb *testBundle) raw(t *testing.T, hash common.Hash) []byte {
 // they replace even when they hold the same send.
 func (tb *testBundle) filler(t *testing.T) []byte {
 	t.Helper()
+	head, err := tb.eth.HeaderByNumber(context.Background(), nil)
+	require.NoError(t, err)
+	return tb.fillerPaying(t, new(big.Int).Mul(head.BaseFee, big.NewInt(3)))
+}
+
+// fillerPaying is filler with a fee cap of feeCap plus a 1 gwei tip.
+func (tb *testBundle) fillerPaying(t *testing.T, feeCap *big.Int) []byte {
+	t.Helper()
 	ctx := context.Background()
 	key, from := anviltest.Key(t, 3)
 	n, err := tb.eth.NonceAt(ctx, from, nil)
 	require.NoError(t, err)
-	head, err := tb.eth.HeaderByNumber(ctx, nil)
-	require.NoError(t, err)
 	tip := gwei(1)
 	tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(chainID), Nonce: n, GasTipCap: tip,
-		GasFeeCap: new(big.Int).Add(new(big.Int).Mul(head.BaseFee, big.NewInt(3)), tip), Gas: 21000, To: &from, Value: new(big.Int)})
+		GasFeeCap: new(big.Int).Add(feeCap, tip), Gas: 21000, To: &from, Value: new(big.Int)})
 	tx, err = types.SignTx(tx, types.LatestSignerForChainID(big.NewInt(chainID)), key)
 	require.NoError(t, err)
 	b, err := tx.MarshalBinary()
@@ -234,3 +240,37 @@ func TestStaleReceiptOfOrphanedBlockIsNotCounted(t *testing.T) {
 	got := requireOnce(t, tb, first, before, to, 101)
 	require.Equal(t, first.Hash, got.Hash)
 }
+
+// TestReorgOntoHigherBaseFeeResignsAtSameNonce: the new chain's base fee is
+// above the fee cap of the bytes that were mined, so the node refuses them.
+// Only then is the send re-signed, at the same nonce (recorded before it is
+// sent), and it finishes once with the new hash.
+func TestReorgOntoHigherBaseFeeResignsAtSameNonce(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour}})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 1), To: to, Value: big.NewInt(55), Confirmations: 2, MaxFeePerGas: gwei(10_000)})
+	first := tb.minedAt(t, ext(t, 1), common.Hash{})
+	tb.stillWaiting(t, ext(t, 1))
+
+	tb.node.Call(nil, "anvil_setNextBlockBaseFeePerGas", (*hexBig)(gwei(500)))
+	tb.node.ReorgWith(1, anviltest.ReorgTx{Raw: tb.fillerPaying(t, gwei(5_000))})
+	h, err := tb.eth.HeaderByNumber(context.Background(), nil)
+	require.NoError(t, err)
+	require.Positive(t, h.BaseFee.Cmp(gwei(100)), "the new chain's base fee is high: %s", h.BaseFee)
+
+	again := tb.minedAt(t, ext(t, 1), first.BlockHash)
+	require.NotEqual(t, first.Hash, again.Hash, "re-signed")
+	tb.node.Mine(1)
+	got := requireOnce(t, tb, first, before, to, 55)
+	require.Equal(t, again.Hash, got.Hash)
+	bs := tb.broadcasts(t, ext(t, 1), 2)
+	require.Len(t, bs, 2)
+	require.Equal(t, bs[0].Nonce, bs[1].Nonce, "the same nonce")
+	require.Equal(t, got.Hash, bs[1].Hash)
+}
+
+type hexBig big.Int
+
+func (h *hexBig) MarshalText() ([]byte, error) { return []byte("0x" + (*big.Int)(h).Text(16)), nil }

@@ -232,6 +232,13 @@ func decodeRaw(raw []byte) (*types.Transaction, error) {
 func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction) (sendClass, error) {
 	err := b.SendTransaction(ctx, signed)
 	class := classifySend(err)
+	if class == sendFeeTooLow {
+		// The base fee moved past what the quote said (a reorg onto a
+		// chain that charges more, say): the next quote must be fresh.
+		r.mu.Lock()
+		delete(r.quotes, signed.ChainId().Uint64())
+		r.mu.Unlock()
+	}
 	if err != nil {
 		r.log.Info("broadcast refused", "hash", signed.Hash(), "nonce", signed.Nonce(), "class", class.String(), "error", err)
 	}
