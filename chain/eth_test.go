@@ -84,3 +84,24 @@ func TestEthFailsOverAndKeepsAnswers(t *testing.T) {
 	require.NotContains(t, err.Error(), proxy.URL, "an answer names no URL")
 	require.Equal(t, 1, calls("eth_estimateGas"))
 }
+
+// BlockHash is the node's own hash of a block (what the relayer checks a
+// receipt's block against), and ethereum.NotFound past the head.
+func TestEthBlockHashIsTheNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	node.Mine(2)
+	c, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{node.URL}})
+	require.NoError(t, err)
+	defer c.Close()
+	var blk struct {
+		Hash common.Hash `json:"hash"`
+	}
+	node.Call(&blk, "eth_getBlockByNumber", "0x2", false)
+	got, err := c.Eth().BlockHash(ctx, big.NewInt(2))
+	require.NoError(t, err)
+	require.Equal(t, blk.Hash, got)
+	_, err = c.Eth().BlockHash(ctx, big.NewInt(99))
+	require.ErrorIs(t, err, ethereum.NotFound)
+}
