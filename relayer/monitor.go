@@ -135,9 +135,10 @@ func (r *Relayer) landed(ctx context.Context, b Backend, row *store.RelayerTx, b
 		if err != nil {
 			return nil, fmt.Errorf("receipt %s: %w", bs[i].Hash, err)
 		}
-		if head == 0 {
+		if head == 0 && row.Confirmations > 1 {
 			// Read before the canonical check, so the chain checked has
-			// at least this many blocks.
+			// at least this many blocks. A receipt alone is one
+			// confirmation: a send needing no more needs no head.
 			if head, err = b.BlockNumber(ctx); err != nil {
 				return nil, fmt.Errorf("head: %w", err)
 			}
