@@ -296,6 +296,18 @@ func (r *Relayer) orphaned(ctx context.Context, job *river.Job[SendArgs], w *Wal
 	r.log.Warn("mined send lost its block (reorg); sent its bytes again", "external_id", row.ExternalID,
 		"block", deref(row.MinedBlock), "block_hash", deref(row.MinedBlockHash), "hash", lost.Hash,
 		"nonce", *row.Nonce, "result", class.String())
+	switch class {
+	case sendNonceTooLow:
+		// The nonce is used on chain after all (the node's receipts lag its
+		// state, or someone else's transaction holds it): the next poll
+		// finds a receipt of ours or settles the send, and journals
+		// whichever block it is.
+		return river.JobSnooze(r.cfg.PollInterval)
+	case sendTransient:
+		// No answer that says anything: the send stays mined, so the next
+		// poll sends the same bytes again.
+		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("re-send %s after a reorg: %w", lost.Hash, sendErr))
+	}
 	if err := r.orphan(ctx, job, row, nil); err != nil {
 		return err
 	}
@@ -305,8 +317,8 @@ func (r *Relayer) orphaned(ctx context.Context, job *river.Job[SendArgs], w *Wal
 	case class.permanent():
 		return r.refused(ctx, job, b, row, signed, class, sendErr)
 	}
-	// Accepted; or the nonce is used (the next poll finds a receipt of
-	// ours or settles it as someone else's); or an answer to retry.
+	// Accepted; or underpriced: a transaction holds the nonce in the
+	// mempool, which the bump clock outbids in time.
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}

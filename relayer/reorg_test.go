@@ -274,3 +274,49 @@ func TestReorgOntoHigherBaseFeeResignsAtSameNonce(t *testing.T) {
 type hexBig big.Int
 
 func (h *hexBig) MarshalText() ([]byte, error) { return []byte("0x" + (*big.Int)(h).Text(16)), nil }
+
+// unanswered fails the next `fail` broadcasts as a lost connection would,
+// without sending them.
+type unanswered struct {
+	*ethclient.Client
+	mu   sync.Mutex
+	fail int
+}
+
+func (u *unanswered) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.fail > 0 {
+		u.fail--
+		return fmt.Errorf("read tcp: connection reset by peer")
+	}
+	return u.Client.SendTransaction(ctx, tx)
+}
+
+// TestReorgDroppedSendResendsSameBytesAfterNoAnswer: the node does not
+// answer the first re-sends after the reorg. The send stays mined (the lost
+// block not yet journaled) and the same bytes go out again at the next
+// polls, not after BumpAfter and never re-signed.
+func TestReorgDroppedSendResendsSameBytesAfterNoAnswer(t *testing.T) {
+	t.Parallel()
+	var u *unanswered
+	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour}, backend: func(c *ethclient.Client) relayer.Backend {
+		u = &unanswered{Client: c}
+		return u
+	}})
+	to := freshAddress(t)
+	before := tb.nonce(t)
+	first := reorgedSend(t, tb, 2, to)
+	u.mu.Lock()
+	u.fail = 2
+	u.mu.Unlock()
+	tb.node.ReorgWith(2, anviltest.ReorgTx{Raw: tb.filler(t)})
+	tb.minedAt(t, ext(t, 1), first.BlockHash)
+	u.mu.Lock()
+	require.Zero(t, u.fail)
+	u.mu.Unlock()
+	tb.node.Mine(2)
+	got := requireOnce(t, tb, first, before, to, 102)
+	require.Equal(t, first.Hash, got.Hash)
+	require.Len(t, tb.broadcasts(t, ext(t, 1), 1), 1)
+}
