@@ -38,17 +38,27 @@ workflows:
 `
 
 // TestReorgDuringSendRetrackingSendsOnce mines two runs' sends, orphans
-// both blocks with a reorg that drops the transactions, and SIGKILLs
-// `rflow start` while the relayer tracks them again: before the bytes go out
-// again (relayer.orphaned) and after the first re-send, before the lost
-// block is journaled (relayer.after-resend). After a restart each run
+// both blocks with a reorg, and SIGKILLs `rflow start` while the relayer
+// tracks them again. Dropped by the reorg: before the bytes go out again
+// (relayer.orphaned) and after the first re-send, before the lost block is
+// journaled (relayer.after-resend). Re-included by the new chain: when the
+// first send reaches its depth there, before it is final
+// (relayer.before-final). After a restart each run
 // resumes once, at real depth on the new chain, with the new block in its
 // journal, and each step made exactly one transaction (the wallet's nonce
 // moved by one per send, the recipient was paid once per run).
 func TestReorgDuringSendRetrackingSendsOnce(t *testing.T) {
 	t.Parallel()
-	for _, point := range []string{"relayer.orphaned", "relayer.after-resend"} {
-		t.Run(point, func(t *testing.T) {
+	for _, tc := range []struct {
+		point     string
+		reinclude bool
+	}{{"relayer.orphaned", false}, {"relayer.after-resend", false}, {"relayer.before-final", true}} {
+		point := tc.point
+		name := "dropped/" + point
+		if tc.reinclude {
+			name = "reincluded/" + point
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			node := anviltest.Start(t, anviltest.Options{})
@@ -71,15 +81,41 @@ func TestReorgDuringSendRetrackingSendsOnce(t *testing.T) {
 			enqueueManual(t, pool, config, sends)
 			p := startRflow(t, dbURL, config, point)
 			var lowest int64
+			var hashes []string
 			require.Eventually(t, func() bool {
 				var mined int
-				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), COALESCE(min(mined_block), 0) FROM relayer.transactions
-					WHERE status = 'mined'`).Scan(&mined, &lowest))
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), COALESCE(min(mined_block), 0),
+						COALESCE(array_agg(tx_hash ORDER BY mined_block), '{}') FROM relayer.transactions
+					WHERE status = 'mined'`).Scan(&mined, &lowest, &hashes))
 				return mined == sends
 			}, 60*time.Second, 50*time.Millisecond, "sends not mined; output:\n%s", p.out)
-			// Both blocks go; the new ones hold neither send.
+			// Both blocks go; the new ones hold neither send, or both in
+			// the last new block.
 			head := node.BlockNumber()
-			node.ReorgWith(int(head)-int(lowest)+1, anviltest.ReorgTx{Raw: filler(t, eth)})
+			depth := int(head) - int(lowest) + 1
+			txs := []anviltest.ReorgTx{{Raw: filler(t, eth)}}
+			if tc.reinclude {
+				for _, h := range hashes {
+					tx, _, err := eth.TransactionByHash(ctx, common.HexToHash(h))
+					require.NoError(t, err)
+					raw, err := tx.MarshalBinary()
+					require.NoError(t, err)
+					txs = append(txs, anviltest.ReorgTx{Raw: raw, Block: depth - 1})
+				}
+			}
+			node.ReorgWith(depth, txs...)
+			if tc.reinclude {
+				// Tracked on the new chain first, then mined to depth.
+				require.Eventually(t, func() bool {
+					var moved int
+					require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relayer.orphaned_receipts`).Scan(&moved))
+					return moved == sends
+				}, 60*time.Second, 50*time.Millisecond, "sends not tracked on the new chain; output:\n%s", p.out)
+				var final int
+				require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relayer.transactions WHERE status = 'confirmed'`).Scan(&final))
+				require.Zero(t, final, "final before depth on the new chain")
+				node.Mine(3)
+			}
 			p.waitKilled(t, 60*time.Second)
 
 			p = startRflow(t, dbURL, config, "")
@@ -122,7 +158,7 @@ func TestReorgDuringSendRetrackingSendsOnce(t *testing.T) {
 				var broadcasts, orphans, sameHash int
 				require.NoError(t, rows.Scan(&status, &block, &blockHash, &hash, &broadcasts, &orphans, &sameHash))
 				require.Equal(t, "confirmed", status)
-				require.Equal(t, 1, broadcasts, "the mined bytes were sent again, never re-signed")
+				require.Equal(t, 1, broadcasts, "never re-signed")
 				require.Equal(t, 1, orphans, "the lost block is journaled")
 				require.Equal(t, 1, sameHash)
 				h, err := eth.HeaderByNumber(ctx, big.NewInt(block))
