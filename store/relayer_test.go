@@ -216,3 +216,50 @@ func TestRecordBroadcastKeepsEveryHashOnce(t *testing.T) {
 	require.Equal(t, store.RelayerInMempool, got.Status)
 	require.Equal(t, "0x02", *got.Hash)
 }
+
+// An orphaned receipt is kept before the send moves on, only by the job
+// driving a mined send, and once.
+func TestOrphanRelayerReceiptIsFencedAndJournaled(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	ctx := context.Background()
+	row, _, err := store.QueueRelayerTx(ctx, pool, newRelayerTx("orphan", big.NewInt(1)))
+	require.NoError(t, err)
+	require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, 7))
+	old := store.RelayerReceipt{Hash: "0xaa", Block: 5, BlockHash: "0xb5", Status: 1, GasUsed: 21000}
+	require.NoError(t, store.SetRelayerTxMined(ctx, pool, row.TxID, 7, old))
+
+	moved, err := store.OrphanRelayerReceipt(ctx, pool, row.TxID, 8, nil)
+	require.NoError(t, err)
+	require.False(t, moved, "a stale job changes nothing")
+
+	next := store.RelayerReceipt{Hash: "0xaa", Block: 6, BlockHash: "0xb6", Status: 1, GasUsed: 21000}
+	moved, err = store.OrphanRelayerReceipt(ctx, pool, row.TxID, 7, &next)
+	require.NoError(t, err)
+	require.True(t, moved)
+	got, err := store.RelayerTxByID(ctx, pool, row.TxID)
+	require.NoError(t, err)
+	require.Equal(t, store.RelayerMined, got.Status)
+	require.Equal(t, int64(6), *got.MinedBlock)
+	require.Equal(t, "0xb6", *got.MinedBlockHash)
+	require.NotNil(t, got.OrphanedAt)
+
+	moved, err = store.OrphanRelayerReceipt(ctx, pool, row.TxID, 7, nil)
+	require.NoError(t, err)
+	require.True(t, moved)
+	got, err = store.RelayerTxByID(ctx, pool, row.TxID)
+	require.NoError(t, err)
+	require.Equal(t, store.RelayerInMempool, got.Status)
+	require.Nil(t, got.MinedBlock)
+	require.Nil(t, got.MinedBlockHash)
+	require.Equal(t, "0xaa", *got.Hash)
+
+	moved, err = store.OrphanRelayerReceipt(ctx, pool, row.TxID, 7, nil)
+	require.NoError(t, err)
+	require.False(t, moved, "no longer mined")
+	orphans, err := store.RelayerOrphanedReceipts(ctx, pool, row.TxID)
+	require.NoError(t, err)
+	require.Len(t, orphans, 2)
+	require.Equal(t, []int64{5, 6}, []int64{orphans[0].Block, orphans[1].Block})
+	require.Equal(t, []string{"0xb5", "0xb6"}, []string{orphans[0].BlockHash, orphans[1].BlockHash})
+}
