@@ -41,8 +41,8 @@ type cursorJob struct {
 	start    int64 // the cursor's first value if it does not exist yet
 	fetch    fetchFunc
 
-	size uint64   // current range size: shrinks on range errors, grows back
-	next *fetched // the following range, read while this one is claimed
+	size rangeSizer // current range size: shrinks on range errors, grows back
+	next *fetched   // the following range, read while this one is claimed
 }
 
 // Range sizing: ranges start at initialRange blocks (or MaxBlockRange if
@@ -90,16 +90,14 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	if cursor >= target {
 		return false, nil
 	}
-	if j.size == 0 {
-		// Start at one block and double while ranges are sparse: a dense
-		// start is then claimed in pipelined pieces, not one huge range.
-		j.size = min(j.n.cfg.MaxBlockRange, initialRange)
+	if j.size.max == 0 {
+		j.size = newRangeSizer(j.n.cfg.MaxBlockRange, maxLogsPerRange)
 	}
 	from := cursor + 1
 	f := j.next
 	j.next = nil
 	if f == nil || f.from != from || f.to > target {
-		f = j.startFetch(ctx, from, min(target, from+int64(j.size)-1))
+		f = j.startFetch(ctx, from, min(target, from+int64(j.size.next())-1))
 	}
 	select {
 	case <-f.done:
@@ -107,24 +105,18 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if f.err != nil {
-		if IsRangeError(f.err) && j.size > 1 {
-			j.size = max(1, min(j.size, uint64(f.to-f.from+1))/2)
-			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size, "err", f.err)
+		if IsRangeError(f.err) && j.size.shrink(f.from, f.to) {
+			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size.size, "err", f.err)
 			return true, nil
 		}
 		return false, f.err
 	}
 	// Keep ranges around maxLogsPerRange logs, so claim transactions stay
 	// moderate and the next range is read while this one is claimed.
-	switch {
-	case f.b.logs > maxLogsPerRange && j.size > 1:
-		j.size = max(1, j.size/2)
-	case f.b.logs < maxLogsPerRange/4 && j.size < j.n.cfg.MaxBlockRange:
-		j.size = min(j.n.cfg.MaxBlockRange, j.size*2)
-	}
+	j.size.fit(f.b.logs)
 	to, b, reorgID := f.to, f.b, f.reorgID
 	if to < target {
-		j.next = j.startFetch(ctx, to+1, min(target, to+int64(j.size)))
+		j.next = j.startFetch(ctx, to+1, min(target, to+int64(j.size.next())))
 	}
 	err = pgx.BeginFunc(ctx, j.s.pool, func(tx pgx.Tx) error {
 		// Lock the cursor first: a reorg locks every cursor of the chain

@@ -593,7 +593,8 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 // carry the run attempt, generation and step attempt it was made for, so a
 // job that outlived them is recognised as stale.
 func stepJob(run *store.Run, key string, attempt int, at *time.Time) river.InsertManyParams {
-	opts := &river.InsertOpts{}
+	// A rehearsal's jobs go to its own queue, whoever enqueues them.
+	opts := &river.InsertOpts{Queue: store.QueueOf(run.Workflow)}
 	if at != nil {
 		opts.ScheduledAt = *at
 	}

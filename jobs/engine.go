@@ -90,6 +90,15 @@ type Config struct {
 	// Middleware is added to the River client after the engine's own
 	// (for example otelriver's).
 	Middleware []rivertype.Middleware
+	// Rehearsal, when set, makes this the engine of one rehearsal session
+	// (rflow replay): it works only the session's own River queue (see
+	// store.Rehearsal), where every job of the session's runs goes, runs
+	// no periodic jobs and no relayer recovery of live sends. A live
+	// engine (nil) never works a rehearsal's queue.
+	Rehearsal *store.Rehearsal
+	// SkipHTTP records a rehearsal's http_call and notify steps as skipped
+	// instead of making the requests (rflow replay --skip-http).
+	SkipHTTP bool
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -107,6 +116,10 @@ type Engine struct {
 	relayer  *relayer.Relayer
 	dryRun   bool
 	kinds    map[string]stepKind
+	// rehearsal is the session this engine runs (nil: live); skipHTTP
+	// records its HTTP steps instead of calling (see Config).
+	rehearsal *store.Rehearsal
+	skipHTTP  bool
 
 	// River timeouts and the liveness grace (see Config).
 	jobTimeout  time.Duration
@@ -145,6 +158,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 		dryRun:   cfg.DryRun,
 		kinds:    stepKinds(),
 
+		rehearsal: cfg.Rehearsal,
+		skipHTTP:  cfg.SkipHTTP && cfg.Rehearsal != nil,
+
 		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
 		observer:   cfg.Observer,
@@ -179,10 +195,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &stepWorker{e: e})
 	river.AddWorker(workers, &pageWorker{e: e})
 	periodic := []*river.PeriodicJob{}
+	queue := e.queue()
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
-		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.Hit, middleware)
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.onTxFinal, e.faults.Hit, middleware)
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +215,11 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	river.AddWorker(workers, cleanup)
 	periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
+	if e.rehearsal != nil {
+		// The live processes' maintenance; a rehearsal enqueues none of it
+		// (a leading rehearsal would put it in its own queue).
+		periodic = nil
+	}
 	maxWorkers := cfg.Workers
 	if maxWorkers <= 0 {
 		maxWorkers = 50
@@ -209,7 +231,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   store.ProcessID(),
 		Schema:               store.RiverSchema,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Queues:               map[string]river.QueueConfig{queue: {MaxWorkers: maxWorkers}},
 		Workers:              workers,
 		FetchCooldown:        cooldown,
 		FetchPollInterval:    100 * time.Millisecond,
@@ -264,8 +286,9 @@ func (e *Engine) Recover(ctx context.Context) error {
 	if err := e.rescueDeadNodes(ctx); err != nil {
 		return err
 	}
-	if e.relayer != nil {
-		// Sends in flight get a driving job again if theirs was lost.
+	if e.relayer != nil && e.rehearsal == nil {
+		// Sends in flight get a driving job again if theirs was lost (a
+		// rehearsal's engine would drive live sends in its own queue).
 		if _, err := e.relayer.Recover(ctx); err != nil {
 			return fmt.Errorf("relayer recovery: %w", err)
 		}
@@ -387,6 +410,9 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	// file:line:col as validate does.
 	if loaded := e.project.Workflow(name); loaded != nil && loaded.Hash == wf.Hash {
 		wf = loaded
+	}
+	if r, ok := store.ParseRehearsal(name); ok && wf.Name == r.Workflow {
+		wf = rehearse(wf, name)
 	}
 	p = newPlan(wf)
 	e.plansMu.Lock()

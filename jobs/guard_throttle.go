@@ -90,6 +90,9 @@ func (e *Engine) releaseThrottled(ctx context.Context) {
 			continue
 		}
 		for _, name := range names {
+			if !e.owns(name) {
+				continue // a rehearsal's runs start in its own process
+			}
 			if err := e.releaseWorkflow(ctx, name); err != nil && ctx.Err() == nil {
 				e.logger.Warn("guards: release throttled runs", "workflow", name, "err", err)
 			}

@@ -33,6 +33,10 @@ func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun,
 	req.headers["Idempotency-Key"] = run.ID.String() + ":" + row.Key
 	req.headers["X-Rflow-Run-Id"] = run.ID.String()
 	req.headers["X-Rflow-Step"] = row.Key
+	if r, ok := store.ParseRehearsal(run.Workflow); ok && r.Kind == store.RehearsalReplay {
+		// The receiver can tell a rehearsal from the live workflow.
+		req.headers["X-Rflow-Replay"] = r.Session
+	}
 	out, code, err := e.roundTrip(ctx, req, timeout, secret, expect)
 	switch {
 	case err != nil && code == 0:
@@ -235,6 +239,10 @@ func decodeBody(contentType string, raw []byte) any {
 // bracket the effect: the row is durable before it, the outcome not yet
 // committed after it.
 func (e *Engine) execHTTP(ctx context.Context, x *attempt) (outcome, error) {
+	if e.skipHTTP {
+		// rflow replay --skip-http: journaled, never requested.
+		return outcome{output: map[string]any{"skipped": true, "reason": "rehearsal: HTTP steps recorded, not requested (--skip-http)"}}, nil
+	}
 	e.faults.Hit(FaultAfterJournal)
 	out := e.doHTTP(ctx, x.run, x.step, x.l.n.step, x.a.env(x.l))
 	e.faults.Hit(FaultAfterEffect)

@@ -128,6 +128,9 @@ type RunFilter struct {
 	Limit int
 	// Before pages backwards: runs listed after this run, newest first.
 	Before *uuid.UUID
+	// Rehearsals includes the runs of replays and tests, which are hidden
+	// unless asked for here or named by Workflow.
+	Rehearsals bool
 }
 
 // ListRuns returns a page of runs, newest first: by created_at, then id
@@ -149,6 +152,8 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	}
 	if f.Workflow != "" {
 		where = append(where, "workflow_name = "+arg(f.Workflow))
+	} else if !f.Rehearsals {
+		where = append(where, notRehearsal("workflow_name"))
 	}
 	if f.Status != "" {
 		where = append(where, "status = "+arg(f.Status))

@@ -159,9 +159,11 @@ func GetWorkflow(ctx context.Context, db DBTX, name string) (*WorkflowRow, error
 	return &w, err
 }
 
-// ListWorkflows returns every deployed workflow, by name.
+// ListWorkflows returns every deployed live workflow, by name: rehearsals
+// (see rehearsal.go) are not listed, so nothing live schedules, shows or
+// runs them.
 func ListWorkflows(ctx context.Context, db DBTX) ([]WorkflowRow, error) {
-	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows ORDER BY name`)
+	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows WHERE `+notRehearsal("name")+` ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -193,10 +195,11 @@ func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) e
 	return nil
 }
 
-// WorkflowGenerations maps every deployed workflow to its current
-// generation: a cheap poll for "did any definition change".
+// WorkflowGenerations maps every deployed live workflow to its current
+// generation: a cheap poll for "did any definition change". Rehearsals are
+// left out, so a live process never ingests a trigger for one.
 func WorkflowGenerations(ctx context.Context, db DBTX) (map[string]int64, error) {
-	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows`)
+	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE `+notRehearsal("name"))
 	if err != nil {
 		return nil, fmt.Errorf("workflow generations: %w", err)
 	}

@@ -34,6 +34,7 @@ func runsCommand() *cli.Command {
 					&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},
 					&cli.StringFlag{Name: "status", Usage: "only runs in this status (" + joinStatuses(store.RunStatuses()) + ")"},
 					&cli.BoolFlag{Name: "failed", Usage: "only failed runs (the dead letter queue)"},
+					&cli.BoolFlag{Name: "rehearsals", Usage: "include the runs of replays and tests (hidden unless --workflow names one)"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many runs"},
 					&cli.StringFlag{Name: "after", Usage: "the page after this cursor (next_cursor of -o json; a run id)"},
 					&cli.BoolFlag{Name: "all", Usage: "every run, page by page (no --limit)"},
@@ -118,7 +119,8 @@ type runList struct {
 }
 
 func runsList(c *cli.Context) error {
-	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit")}
+	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit"),
+		Rehearsals: c.Bool("rehearsals")}
 	if c.Bool("failed") {
 		if f.Status != "" && f.Status != store.RunFailed {
 			return usagef("--failed and --status %s contradict each other", f.Status)
