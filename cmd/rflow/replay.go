@@ -60,6 +60,9 @@ type replaySummary struct {
 	// run settled; the rest stay parked in the session's queue.
 	Complete bool    `json:"complete"`
 	Seconds  float64 `json:"seconds"`
+	// Paused says why the rehearsal was paused (its circuit breaker
+	// tripped); its later claims then wait, unstarted.
+	Paused string `json:"paused,omitempty"`
 }
 
 func replay(c *cli.Context) error {
@@ -171,6 +174,9 @@ func replay(c *cli.Context) error {
 	}
 	sum.Complete = sum.Complete && c.Context.Err() == nil
 	sum.Seconds = time.Since(start).Seconds()
+	if wf, err := store.GetWorkflow(context.WithoutCancel(c.Context), db.Pool, r.Name()); err == nil && wf.Paused {
+		sum.Paused = wf.PausedReason
+	}
 	if sum.Statuses, err = store.RunCounts(context.WithoutCancel(c.Context), db.Pool, r.Name()); err != nil {
 		return err
 	}
@@ -179,16 +185,22 @@ func replay(c *cli.Context) error {
 
 // settle waits until every run of the rehearsal has settled: finished, or
 // parked on something only the outside world ends (an event, an
-// approval). Delays and sends in flight are waited out.
+// approval, or a resume of the rehearsal its circuit breaker paused).
+// Delays and sends in flight are waited out.
 func settle(ctx context.Context, db *database, name string, claimed int64, prog *replayProgress) (bool, error) {
 	for {
 		counts, err := store.RunCounts(ctx, db.Pool, name)
 		if err != nil {
 			return false, err
 		}
+		wf, err := store.GetWorkflow(ctx, db.Pool, name)
+		if err != nil {
+			return false, err
+		}
 		var open int64
 		for s, n := range counts {
-			if !s.Terminal() && s != store.RunWaitingEvent && s != store.RunWaitingApproval {
+			held := wf.Paused && (s == store.RunQueued || s == store.RunThrottled)
+			if !s.Terminal() && s != store.RunWaitingEvent && s != store.RunWaitingApproval && !held {
 				open += n
 			}
 		}
@@ -218,6 +230,9 @@ func printReplaySummary(c *cli.Context, sum replaySummary) error {
 		if n := sum.Statuses[s]; n > 0 {
 			fmt.Fprintf(w, "  %-17s %d\n", s, n)
 		}
+	}
+	if sum.Paused != "" {
+		fmt.Fprintf(w, "the rehearsal was paused (%s): runs claimed after that did not start\n", sum.Paused)
 	}
 	fmt.Fprintf(w, "see them: rflow runs list --workflow %s\nremove them: rflow replay prune --session %s\n", sum.Rehearsal, sum.Session)
 	return nil
