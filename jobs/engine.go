@@ -199,7 +199,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
-		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.onTxFinal, e.faults.Hit, middleware)
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.adoptSend, e.onTxFinal, e.faults.Hit, middleware)
 		if err != nil {
 			return nil, err
 		}
@@ -286,9 +286,9 @@ func (e *Engine) Recover(ctx context.Context) error {
 	if err := e.rescueDeadNodes(ctx); err != nil {
 		return err
 	}
-	if e.relayer != nil && e.rehearsal == nil {
-		// Sends in flight get a driving job again if theirs was lost (a
-		// rehearsal's engine would drive live sends in its own queue).
+	if e.relayer != nil {
+		// Sends in flight get a driving job again if theirs was lost
+		// (each engine its own: see adoptSend).
 		if _, err := e.relayer.Recover(ctx); err != nil {
 			return fmt.Errorf("relayer recovery: %w", err)
 		}

@@ -115,3 +115,22 @@ func (e *Engine) RehearsalChainConfig(wf *workflow.Workflow) (chain.Config, erro
 	cfg.Events = trig.Events
 	return cfg, nil
 }
+
+// adoptSend is the relayer's recovery filter: an engine re-drives only
+// the sends of runs it owns (a live engine live runs' and sends made
+// outside a run, a rehearsal engine its session's), so a send's job never
+// lands in another process's queue.
+func (e *Engine) adoptSend(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
+	runID, _, _, ok := parseExternalID(externalID)
+	if !ok {
+		return e.rehearsal == nil, nil
+	}
+	run, err := store.GetRun(ctx, tx, runID, false)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.rehearsal == nil, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return e.owns(run.Workflow), nil
+}

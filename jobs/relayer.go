@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/rivertype"
 
@@ -50,7 +51,8 @@ func DialBackends(ctx context.Context, p *workflow.Project, logger *slog.Logger)
 // newRelayer builds the embedded relayer for the project's wallets on the
 // caller's backends, its jobs in queue, with onFinal resuming the runs parked on its sends and
 // fault at its crash points. It does no network I/O.
-func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue string, onFinal relayer.FinalHook, fault func(string), middleware []rivertype.Middleware) (*relayer.Relayer, error) {
+func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue string, adopt func(context.Context, pgx.Tx, string) (bool, error),
+	onFinal relayer.FinalHook, fault func(string), middleware []rivertype.Middleware) (*relayer.Relayer, error) {
 	wallets := map[string]*relayer.Wallet{}
 	for _, w := range p.Wallets {
 		var rw *relayer.Wallet
@@ -66,5 +68,5 @@ func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue strin
 		wallets[w.Name] = rw
 	}
 	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: cfg.Backends,
-		OnFinal: onFinal, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue})
+		OnFinal: onFinal, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt})
 }

@@ -121,6 +121,11 @@ func (r *Relayer) resume(ctx context.Context, row *store.RelayerTx, cutoff time.
 		if cur.Final() || !cur.CheckedAt.Before(cutoff) {
 			return nil
 		}
+		if r.cfg.Adopt != nil {
+			if ok, err := r.cfg.Adopt(ctx, tx, cur.ExternalID); err != nil || !ok {
+				return err
+			}
+		}
 		resumed = true
 		return r.startJob(ctx, tx, cur.TxID)
 	})

@@ -90,6 +90,10 @@ type Config struct {
 	// StaleAfter is how long a send in flight may go unchecked before
 	// Recover gives it a new job (default 2m; longer than a job's timeout).
 	StaleAfter time.Duration
+	// Adopt, when set, says whether Recover may give the send with this
+	// external id a job in Queue (nil: every send). Processes working
+	// different queues (a rehearsal's, the live one) each take their own.
+	Adopt func(ctx context.Context, tx pgx.Tx, externalID string) (bool, error)
 }
 
 // Relayer queues, broadcasts and monitors sends. It is safe for concurrent
