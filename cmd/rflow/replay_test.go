@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -242,6 +243,20 @@ func TestReplayBesideLiveStart(t *testing.T) {
 	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM rflow.workflows WHERE name = $1`, rehearsal))
 	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM relayer.transactions WHERE dry_run`))
 	require.Equal(t, after, f.liveState(t), "prune touched a live row")
+
+	// On a terminal (script(1) gives it one) the progress is a bar.
+	if script, err := exec.LookPath("script"); err == nil {
+		cmd := exec.Command(script, "-qec", strings.Join([]string{rflowBin, "--database-url", f.dbURL, "replay", "-c", f.config,
+			"--workflow", "deposits", "--from-block", "0", "--to-block", fmt.Sprint(head), "--dry-run", "--session", "tty"}, " "), "/dev/null")
+		cmd.Env = append(os.Environ(), "TERM=xterm")
+		tty, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", tty)
+		require.Contains(t, string(tty), "logs 4, runs 4")
+		require.Contains(t, string(tty), "100%")
+		require.Contains(t, string(tty), "blocks/s")
+		require.NotContains(t, string(tty), "replay: blocks ", "no plain lines on a terminal")
+		require.Contains(t, string(tty), "replay tty done: ")
+	}
 	f.live.stop(t)
 }
 
