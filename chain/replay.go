@@ -32,12 +32,13 @@ type ReplayOptions struct {
 }
 
 // Replay reads blocks from..to of the service's event triggers with the
-// same adaptive eth_getLogs ranges as live ingestion, and passes each
-// range's claims to the Claimer in a transaction of its own. It reads the
-// span as history: no cursor, lease, head depth or block-hash window is
-// involved, and a range is held in memory only while it is claimed, so a
-// replay of any length uses the memory of one range. Only event triggers
-// can be replayed; a service with other triggers is refused.
+// same adaptive eth_getLogs ranges as live ingestion (the next range is
+// read while one is claimed), and passes each range's claims to the
+// Claimer in a transaction of its own. It reads the span as history: no
+// cursor, lease, head depth or block-hash window is involved, and a range
+// is held in memory only until it is claimed, so a replay of any length
+// uses the memory of two ranges at most. Only event triggers can be
+// replayed; a service with other triggers is refused.
 func (s *Service) Replay(ctx context.Context, from, to int64, opts ReplayOptions) (ReplayProgress, error) {
 	p := ReplayProgress{}
 	if from < 0 || to < from {
@@ -74,44 +75,73 @@ func (s *Service) Replay(ctx context.Context, from, to int64, opts ReplayOptions
 	p.Total = (to - from + 1) * int64(len(passes))
 	for _, ps := range passes {
 		size := newRangeSizer(ps.n.cfg.MaxBlockRange, maxLogs)
-		for next := from; next <= to; {
-			end := min(to, next+int64(size.next())-1)
-			b, err := ps.fetch(ctx, next, end)
-			if err != nil {
-				if IsRangeError(err) && size.shrink(next, end) {
+		// As live: the next range is read while this one is claimed, so
+		// at most two ranges are in memory.
+		read := func(from int64) <-chan fetchedRange {
+			end := min(to, from+int64(size.next())-1)
+			ch := make(chan fetchedRange, 1)
+			go func() {
+				b, err := ps.fetch(ctx, from, end)
+				ch <- fetchedRange{from: from, to: end, b: b, err: err}
+			}()
+			return ch
+		}
+		for pending := read(from); pending != nil; {
+			f := <-pending
+			pending = nil
+			if f.err != nil {
+				if IsRangeError(f.err) && size.shrink(f.from, f.to) {
+					pending = read(f.from)
 					continue
 				}
-				return p, fmt.Errorf("replay blocks %d..%d: %w", next, end, err)
+				return p, fmt.Errorf("replay blocks %d..%d: %w", f.from, f.to, f.err)
 			}
-			size.fit(b.logs)
-			var runs int
-			if len(b.claims) > 0 {
-				err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-					runs = 0
-					for i := 0; i < len(b.claims); i += s.cfg.ClaimBatch {
-						chunk := b.claims[i:min(len(b.claims), i+s.cfg.ClaimBatch)]
-						n, err := s.claimer.ClaimTx(ctx, tx, chunk)
-						if err != nil {
-							return fmt.Errorf("claim %d occurrence(s) in blocks %d..%d: %w", len(chunk), next, end, err)
-						}
-						runs += n
-					}
-					return nil
-				})
-				if err != nil {
-					return p, err
-				}
+			size.fit(f.b.logs)
+			if f.to < to {
+				pending = read(f.to + 1)
 			}
-			p.Blocks += end - next + 1
-			p.Logs += int64(b.logs)
+			runs, err := s.claimRange(ctx, f)
+			if err != nil {
+				return p, err
+			}
+			p.Blocks += f.to - f.from + 1
+			p.Logs += int64(f.b.logs)
 			p.Runs += int64(runs)
 			p.Ranges++
-			p.MaxRangeLogs = max(p.MaxRangeLogs, b.logs)
+			p.MaxRangeLogs = max(p.MaxRangeLogs, f.b.logs)
 			if opts.Progress != nil {
 				opts.Progress(p)
 			}
-			next = end + 1
 		}
 	}
 	return p, nil
+}
+
+// fetchedRange is one range a replay read.
+type fetchedRange struct {
+	from, to int64
+	b        batch
+	err      error
+}
+
+// claimRange passes a replayed range's claims to the Claimer in one
+// transaction and returns how many runs they created.
+func (s *Service) claimRange(ctx context.Context, f fetchedRange) (int, error) {
+	if len(f.b.claims) == 0 {
+		return 0, nil
+	}
+	var runs int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		runs = 0
+		for i := 0; i < len(f.b.claims); i += s.cfg.ClaimBatch {
+			chunk := f.b.claims[i:min(len(f.b.claims), i+s.cfg.ClaimBatch)]
+			n, err := s.claimer.ClaimTx(ctx, tx, chunk)
+			if err != nil {
+				return fmt.Errorf("claim %d occurrence(s) in blocks %d..%d: %w", len(chunk), f.from, f.to, err)
+			}
+			runs += n
+		}
+		return nil
+	})
+	return runs, err
 }
