@@ -257,6 +257,17 @@ func TestReplayBesideLiveStart(t *testing.T) {
 		require.NotContains(t, string(tty), "replay: blocks ", "no plain lines on a terminal")
 		require.Contains(t, string(tty), "replay tty done: ")
 	}
+
+	// --skip-http journals the http_call as skipped and requests nothing.
+	out, errOut, code = rflowCmd(t, "--database-url", f.dbURL, "replay", "-c", f.config, "--workflow", "deposits",
+		"--from-block", "0", "--to-block", fmt.Sprint(head), "--dry-run", "--skip-http", "--session", "skip", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &sum), out)
+	require.Equal(t, map[store.RunStatus]int64{store.RunCompleted: n}, sum.Statuses)
+	_, rehe = f.sink.counts()
+	require.Zero(t, rehe["skip"], "--skip-http made a request")
+	require.Equal(t, n, countRows(t, f.pool, `SELECT count(*) FROM rflow.step_runs s JOIN rflow.workflow_runs r ON r.id = s.run_id
+		WHERE r.workflow_name = 'replay_skip__deposits' AND s.step_id = 'tell' AND (s.output->>'skipped')::boolean`))
 	f.live.stop(t)
 }
 
