@@ -194,6 +194,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
 	river.AddWorker(workers, &pageWorker{e: e})
+	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	periodic := []*river.PeriodicJob{}
 	queue := e.queue()
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
