@@ -22,7 +22,9 @@ type ApprovalNoticeArgs struct {
 
 func (ApprovalNoticeArgs) Kind() string { return "rflow.approval_notice" }
 
-func (ApprovalNoticeArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: pageMaxAttempts} }
+func (ApprovalNoticeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{MaxAttempts: pageMaxAttempts}
+}
 
 type approvalNoticeWorker struct {
 	river.WorkerDefaults[ApprovalNoticeArgs]

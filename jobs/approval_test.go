@@ -1,0 +1,282 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// gatedProject: workflow gated sends value wei to `to` from wallet ops,
+// gated when the amount is over 5; {{TIMEOUT}} and {{ON_TIMEOUT}} set the
+// gate's expiry.
+const gatedProject = `
+name: gates
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: "0x%s" }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q }
+notifiers:
+  - { name: pager, webhook: "%s/page" }
+workflows:
+  - name: gated
+    trigger: { manual: {} }
+    steps:
+      - id: pay
+        send:
+          wallet: ops
+          to: "${{ trigger.input.to }}"
+          value: "${{ trigger.input.value }}"
+          data: "${{ trigger.input.data }}"
+          approval: { required: "${{ trigger.input.amount > 5 }}", timeout: %s, on_timeout: %s, notify: pager }
+      - id: after
+        http_call: { method: POST, url: "%[4]s/after", body: "${{ steps.pay.output.hash }}" }
+`
+
+type gateBundle struct {
+	*testBundle
+	node *anviltest.Node
+	from common.Address
+	em   *anviltest.Emitter
+}
+
+func startGates(t *testing.T, timeout, onTimeout string) *gateBundle {
+	t.Helper()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	em := anviltest.DeployEmitter(t, node)
+	recv := newReceiver(t)
+	_, from := anviltest.Key(t, 2)
+	project := chainProject(t, fmt.Sprintf(gatedProject, node.URL, anviltest.DevKeys[2], em.Address.Hex(), recv.URL,
+		timeout, onTimeout), os.LookupEnv)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
+	_, err = e.SyncWorkflows(context.Background())
+	require.NoError(t, err)
+	return &gateBundle{testBundle: &testBundle{pool: pool, engine: e, project: project, recv: recv}, node: node, from: from, em: em}
+}
+
+func (b *gateBundle) nonce(t *testing.T) uint64 {
+	t.Helper()
+	n, err := b.node.Client().NonceAt(context.Background(), b.from, nil)
+	require.NoError(t, err)
+	return n
+}
+
+func (b *gateBundle) pay(t *testing.T, key string, amount int64, to, data string) uuid.UUID {
+	t.Helper()
+	value := amount
+	if data != "" {
+		value = 0 // a contract call: the Emitter takes no value
+	}
+	if to == "" {
+		to = "0x000000000000000000000000000000000000dEaD"
+	}
+	if data == "" {
+		data = "0x"
+	}
+	return b.manual(t, "gated", key, map[string]any{"amount": amount, "value": value, "to": to, "data": data})
+}
+
+// parked waits for the run to wait on its approval and returns the gate.
+func (b *gateBundle) parked(t *testing.T, id uuid.UUID) *store.Approval {
+	t.Helper()
+	var ap *store.Approval
+	require.Eventually(t, func() bool {
+		run, err := store.GetRun(context.Background(), b.pool, id, false)
+		require.NoError(t, err)
+		require.False(t, run.Status.Terminal(), "run %s ended %s before its approval", id, run.Status)
+		if run.Status != store.RunWaitingApproval {
+			return false
+		}
+		aps, err := store.ListApprovals(context.Background(), b.pool, store.ApprovalFilter{RunID: id})
+		require.NoError(t, err)
+		if len(aps) == 1 {
+			ap = aps[0]
+		}
+		return ap != nil
+	}, 30*time.Second, 20*time.Millisecond)
+	return ap
+}
+
+func (b *gateBundle) decide(t *testing.T, id uuid.UUID, d jobs.Decision) (*store.Approval, error) {
+	t.Helper()
+	var ap *store.Approval
+	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		var err error
+		ap, err = b.engine.DecideApprovalTx(context.Background(), tx, id, d)
+		return err
+	})
+	return ap, err
+}
+
+// TestApprovalGate: a gated send parks its run waiting_approval on a row
+// holding the prepared transaction and announces it; nothing is sent until
+// it is approved, then exactly one transaction goes out. The same decision
+// twice changes nothing; a conflicting one is refused. A rejected gate and
+// a cancelled run send nothing. A send whose required: is false is not
+// gated at all.
+func TestApprovalGate(t *testing.T) {
+	t.Parallel()
+	b := startGates(t, "1h", "reject")
+	start := b.nonce(t)
+
+	small := b.waitRun(t, b.pay(t, "small", 3, "", ""))
+	require.Equal(t, store.RunCompleted, small.Status, "required: false sends without a gate")
+	aps, err := store.ListApprovals(context.Background(), b.pool, store.ApprovalFilter{RunID: small.ID})
+	require.NoError(t, err)
+	require.Empty(t, aps)
+	require.Equal(t, start+1, b.nonce(t))
+
+	runA := b.pay(t, "a", 10, "", "")
+	ap := b.parked(t, runA)
+	require.Equal(t, store.ApprovalPending, ap.Status)
+	require.Equal(t, "pay", ap.StepKey)
+	sum, err := jobs.DecodeApprovalSummary(ap.Summary)
+	require.NoError(t, err)
+	require.Equal(t, "local", sum.Network)
+	require.Equal(t, "ops", sum.Wallet)
+	require.Equal(t, "10", sum.Value)
+	require.Equal(t, common.HexToAddress("0xdEaD").Hex(), sum.To)
+	require.NotZero(t, sum.GasEstimate)
+	require.NotNil(t, sum.Simulation)
+	require.False(t, sum.Simulation.Failed())
+	require.WithinDuration(t, time.Now().Add(time.Hour), ap.ExpiresAt, time.Minute)
+	require.Eventually(t, func() bool { return len(b.recv.got("/page")) == 1 }, 10*time.Second, 20*time.Millisecond)
+	page := b.recv.got("/page")[0].Body
+	short := store.ShortID(ap.ID)
+	require.Contains(t, page, "rflow approve "+short)
+	require.Contains(t, page, "rflow reject "+short)
+	require.Contains(t, page, `"value":"10"`)
+	time.Sleep(time.Second)
+	require.Equal(t, start+1, b.nonce(t), "nothing is sent while the gate is pending")
+
+	got, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "alice", Reason: "ok by me"})
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalApproved, got.Status)
+	again, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "bob"})
+	require.NoError(t, err, "the same decision twice is idempotent")
+	require.Equal(t, "alice", *again.DecidedBy, "a repeat records nothing new")
+	_, err = b.decide(t, ap.ID, jobs.Decision{Approve: false, By: "bob"})
+	var conflict *jobs.ApprovalConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Contains(t, err.Error(), "already approved by alice")
+	doneA := b.waitRun(t, runA)
+	require.Equal(t, store.RunCompleted, doneA.Status)
+	require.Equal(t, start+2, b.nonce(t), "the approved send went out once")
+	require.Len(t, b.recv.got("/after"), 2)
+
+	runB := b.pay(t, "b", 11, "", "")
+	apB := b.parked(t, runB)
+	_, err = b.decide(t, apB.ID, jobs.Decision{Approve: false, By: "carol", Reason: "too big"})
+	require.NoError(t, err)
+	doneB := b.waitRun(t, runB)
+	require.Equal(t, store.RunFailed, doneB.Status)
+	require.Contains(t, *doneB.Error, "approval rejected by carol: too big")
+	_, err = b.decide(t, apB.ID, jobs.Decision{Approve: true, By: "dave"})
+	require.ErrorAs(t, err, &conflict, "approve after reject is a conflict")
+
+	runC := b.pay(t, "c", 12, "", "")
+	apC := b.parked(t, runC)
+	require.NoError(t, pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
+		_, err := jobs.CancelRun(context.Background(), tx, runC)
+		return err
+	}))
+	apC, err = store.GetApproval(context.Background(), b.pool, apC.ID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.ApprovalCancelled, apC.Status)
+	_, err = b.decide(t, apC.ID, jobs.Decision{Approve: true, By: "erin"})
+	require.ErrorAs(t, err, &conflict, "a cancelled run's approval cannot be approved")
+
+	time.Sleep(time.Second)
+	require.Equal(t, start+2, b.nonce(t), "rejected and cancelled gates sent nothing")
+}
+
+// TestApprovalExpiry: an unanswered gate expires at its timeout. With
+// on_timeout: reject the step fails and nothing is sent, and a decision
+// after the expiry is refused; with proceed the send goes out.
+func TestApprovalExpiry(t *testing.T) {
+	t.Parallel()
+	t.Run("reject", func(t *testing.T) {
+		t.Parallel()
+		b := startGates(t, "2s", "reject")
+		start := b.nonce(t)
+		id := b.pay(t, "late", 10, "", "")
+		ap := b.parked(t, id)
+		run := b.waitRun(t, id)
+		require.Equal(t, store.RunFailed, run.Status)
+		require.Contains(t, *run.Error, "expired")
+		require.Contains(t, *run.Error, "nothing was sent")
+		_, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "late"})
+		var conflict *jobs.ApprovalConflictError
+		require.ErrorAs(t, err, &conflict)
+		require.Contains(t, err.Error(), "expired")
+		ap, err = store.GetApproval(context.Background(), b.pool, ap.ID, false)
+		require.NoError(t, err)
+		require.Equal(t, store.ApprovalExpired, ap.Status)
+		require.Equal(t, "timeout", *ap.DecidedBy)
+		require.Equal(t, start, b.nonce(t))
+	})
+	t.Run("proceed", func(t *testing.T) {
+		t.Parallel()
+		b := startGates(t, "2s", "proceed")
+		start := b.nonce(t)
+		id := b.pay(t, "late", 10, "", "")
+		b.parked(t, id)
+		run := b.waitRun(t, id)
+		require.Equal(t, store.RunCompleted, run.Status)
+		require.Equal(t, start+1, b.nonce(t))
+	})
+}
+
+// TestApprovalResimulationRevert: an approved send is simulated again right
+// before the hand-off. When the chain changed while the gate waited so that
+// the call now reverts, the step fails with the revert reason and nothing
+// is sent.
+func TestApprovalResimulationRevert(t *testing.T) {
+	t.Parallel()
+	b := startGates(t, "1h", "reject")
+	start := b.nonce(t)
+	// refund(dead, 5000) reverts with "insufficient assets" on the
+	// Emitter; sent to an address without code it succeeds.
+	target := common.HexToAddress("0x00000000000000000000000000000000000b0b00")
+	abi := anviltest.EmitterABI(t)
+	data, err := abi.Pack("refund", common.HexToAddress("0xdEaD"), big.NewInt(5000))
+	require.NoError(t, err)
+	id := b.pay(t, "revert", 10, target.Hex(), hexutil.Encode(data))
+	ap := b.parked(t, id)
+	sum, err := jobs.DecodeApprovalSummary(ap.Summary)
+	require.NoError(t, err)
+	require.False(t, sum.Simulation.Failed(), "no code at the target yet: the call would succeed")
+
+	var code hexutil.Bytes
+	b.node.Call(&code, "eth_getCode", b.em.Address, "latest")
+	b.node.Call(nil, "anvil_setCode", target, code)
+
+	_, err = b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "alice"})
+	require.NoError(t, err)
+	run := b.waitRun(t, id)
+	require.Equal(t, store.RunFailed, run.Status)
+	require.Contains(t, *run.Error, "re-simulation")
+	require.Contains(t, *run.Error, "insufficient assets")
+	time.Sleep(500 * time.Millisecond)
+	require.Equal(t, start, b.nonce(t), "nothing was sent")
+}
