@@ -117,7 +117,7 @@ func (b *gateBundle) parked(t *testing.T, id uuid.UUID) *store.Approval {
 	return ap
 }
 
-func (b *gateBundle) decide(t *testing.T, id uuid.UUID, d jobs.Decision) (*store.Approval, error) {
+func (b *gateBundle) decide(t *testing.T, id uuid.UUID, d store.ApprovalDecision) (*store.Approval, error) {
 	t.Helper()
 	var ap *store.Approval
 	err := pgx.BeginFunc(context.Background(), b.pool, func(tx pgx.Tx) error {
@@ -169,14 +169,14 @@ func TestApprovalGate(t *testing.T) {
 	time.Sleep(time.Second)
 	require.Equal(t, start+1, b.nonce(t), "nothing is sent while the gate is pending")
 
-	got, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "alice", Reason: "ok by me"})
+	got, err := b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "alice", Reason: "ok by me"})
 	require.NoError(t, err)
 	require.Equal(t, store.ApprovalApproved, got.Status)
-	again, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "bob"})
+	again, err := b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "bob"})
 	require.NoError(t, err, "the same decision twice is idempotent")
 	require.Equal(t, "alice", *again.DecidedBy, "a repeat records nothing new")
-	_, err = b.decide(t, ap.ID, jobs.Decision{Approve: false, By: "bob"})
-	var conflict *jobs.ApprovalConflictError
+	_, err = b.decide(t, ap.ID, store.ApprovalDecision{Approve: false, By: "bob"})
+	var conflict *store.ApprovalConflictError
 	require.ErrorAs(t, err, &conflict)
 	require.Contains(t, err.Error(), "already approved by alice")
 	doneA := b.waitRun(t, runA)
@@ -186,12 +186,12 @@ func TestApprovalGate(t *testing.T) {
 
 	runB := b.pay(t, "b", 11, "", "")
 	apB := b.parked(t, runB)
-	_, err = b.decide(t, apB.ID, jobs.Decision{Approve: false, By: "carol", Reason: "too big"})
+	_, err = b.decide(t, apB.ID, store.ApprovalDecision{Approve: false, By: "carol", Reason: "too big"})
 	require.NoError(t, err)
 	doneB := b.waitRun(t, runB)
 	require.Equal(t, store.RunFailed, doneB.Status)
 	require.Contains(t, *doneB.Error, "approval rejected by carol: too big")
-	_, err = b.decide(t, apB.ID, jobs.Decision{Approve: true, By: "dave"})
+	_, err = b.decide(t, apB.ID, store.ApprovalDecision{Approve: true, By: "dave"})
 	require.ErrorAs(t, err, &conflict, "approve after reject is a conflict")
 
 	runC := b.pay(t, "c", 12, "", "")
@@ -203,7 +203,7 @@ func TestApprovalGate(t *testing.T) {
 	apC, err = store.GetApproval(context.Background(), b.pool, apC.ID, false)
 	require.NoError(t, err)
 	require.Equal(t, store.ApprovalCancelled, apC.Status)
-	_, err = b.decide(t, apC.ID, jobs.Decision{Approve: true, By: "erin"})
+	_, err = b.decide(t, apC.ID, store.ApprovalDecision{Approve: true, By: "erin"})
 	require.ErrorAs(t, err, &conflict, "a cancelled run's approval cannot be approved")
 
 	time.Sleep(time.Second)
@@ -225,8 +225,8 @@ func TestApprovalExpiry(t *testing.T) {
 		require.Equal(t, store.RunFailed, run.Status)
 		require.Contains(t, *run.Error, "expired")
 		require.Contains(t, *run.Error, "nothing was sent")
-		_, err := b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "late"})
-		var conflict *jobs.ApprovalConflictError
+		_, err := b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "late"})
+		var conflict *store.ApprovalConflictError
 		require.ErrorAs(t, err, &conflict)
 		require.Contains(t, err.Error(), "expired")
 		ap, err = store.GetApproval(context.Background(), b.pool, ap.ID, false)
@@ -271,7 +271,7 @@ func TestApprovalResimulationRevert(t *testing.T) {
 	b.node.Call(&code, "eth_getCode", b.em.Address, "latest")
 	b.node.Call(nil, "anvil_setCode", target, code)
 
-	_, err = b.decide(t, ap.ID, jobs.Decision{Approve: true, By: "alice"})
+	_, err = b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "alice"})
 	require.NoError(t, err)
 	run := b.waitRun(t, id)
 	require.Equal(t, store.RunFailed, run.Status)

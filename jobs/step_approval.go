@@ -325,30 +325,13 @@ func (e *Engine) sendApproved(ctx context.Context, x *attempt, ext string, ap *s
 	return e.sendNow(ctx, x, req)
 }
 
-// ApprovalConflictError is a decision the gate cannot take: it was decided
-// otherwise, it expired, or its run no longer waits for it. The CLI exits 1
-// and the API answers 409 with it.
-type ApprovalConflictError struct {
-	Approval *store.Approval
-	Msg      string
-}
-
-func (e *ApprovalConflictError) Error() string { return e.Msg }
-
-// Decision is an operator's answer to an approval gate.
-type Decision struct {
-	Approve bool
-	By      string // who decided (recorded, shown by runs show)
-	Reason  string
-}
-
 // DecideApprovalTx settles a pending approval with an operator's decision,
 // in tx, and enqueues the job that acts on it (sends, or fails the step).
 // The same decision again is answered with the approval as it is and
 // changes nothing (no second job, no second send); a different decision
 // after the first, or any decision after the expiry, is an
-// *ApprovalConflictError. It needs an engine only for its River client.
-func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, d Decision) (*store.Approval, error) {
+// *store.ApprovalConflictError. It needs an engine only for its River client.
+func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, d store.ApprovalDecision) (*store.Approval, error) {
 	ap, err := store.GetApproval(ctx, tx, id, true)
 	if err != nil {
 		return nil, err
@@ -368,9 +351,9 @@ func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		if ap.DecidedAt != nil {
 			msg += " at " + ap.DecidedAt.UTC().Format(time.RFC3339)
 		}
-		return nil, &ApprovalConflictError{Approval: ap, Msg: msg + "; it cannot be " + string(want)}
+		return nil, &store.ApprovalConflictError{Approval: ap, Msg: msg + "; it cannot be " + string(want)}
 	case !time.Now().Before(ap.ExpiresAt):
-		return nil, &ApprovalConflictError{Approval: ap, Msg: fmt.Sprintf(
+		return nil, &store.ApprovalConflictError{Approval: ap, Msg: fmt.Sprintf(
 			"approval %s expired at %s (on_timeout: %s); it can no longer be decided",
 			ap.ID, ap.ExpiresAt.UTC().Format(time.RFC3339), ap.OnTimeout)}
 	}
@@ -379,7 +362,7 @@ func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		return nil, err
 	}
 	if run.Status.Terminal() {
-		return nil, &ApprovalConflictError{Approval: ap, Msg: fmt.Sprintf(
+		return nil, &store.ApprovalConflictError{Approval: ap, Msg: fmt.Sprintf(
 			"approval %s belongs to run %s, which is %s: there is nothing left to decide", ap.ID, run.ID, run.Status)}
 	}
 	ap, _, err = store.DecideApproval(ctx, tx, ap.ID, want, d.By, d.Reason)

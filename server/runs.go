@@ -131,6 +131,8 @@ type runResponse struct {
 type runDetail struct {
 	Run   *Run    `json:"run"`
 	Steps []*Step `json:"steps"`
+	// Approvals are the run's approval gates, decided or not (who, when, why).
+	Approvals []*Approval `json:"approvals"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +151,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps)})
+	aps, err := store.ListApprovals(r.Context(), s.pool, store.ApprovalFilter{RunID: id})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Approvals: NewApprovals(aps)})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

@@ -137,6 +137,52 @@ func ApprovalsByShortID(ctx context.Context, db DBTX, short string, limit int) (
 	return out, nil
 }
 
+// AmbiguousShortIDError is a short id that matches more than one
+// approval: the caller must give the full id.
+type AmbiguousShortIDError struct {
+	Short   string
+	Matches []*Approval
+}
+
+func (e *AmbiguousShortIDError) Error() string {
+	return fmt.Sprintf("short id %s matches %d approvals; give the full id", e.Short, len(e.Matches))
+}
+
+// ApprovalByRef finds an approval by its id or its short id (the last
+// ShortIDLen hex digits, as notices and listings print it).
+func ApprovalByRef(ctx context.Context, db DBTX, ref string) (*Approval, error) {
+	if id, err := uuid.Parse(ref); err == nil {
+		return GetApproval(ctx, db, id, false)
+	}
+	if !IsShortID(ref) {
+		return nil, fmt.Errorf("%q is not an approval id (a UUID, or its %d-character short id): %w", ref, ShortIDLen, ErrNotFound)
+	}
+	const shown = 10
+	aps, err := ApprovalsByShortID(ctx, db, ref, shown+1)
+	switch {
+	case err != nil:
+		return nil, err
+	case len(aps) == 0:
+		return nil, fmt.Errorf("no approval has the short id %s: %w", ref, ErrNotFound)
+	case len(aps) > 1:
+		return nil, &AmbiguousShortIDError{Short: ref, Matches: aps}
+	}
+	return aps[0], nil
+}
+
+// IsShortID reports whether s has the form of a short id.
+func IsShortID(s string) bool {
+	if len(s) != ShortIDLen {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
 // ApprovalFilter selects approvals to list; zero fields select all.
 type ApprovalFilter struct {
 	Status   ApprovalStatus
@@ -191,6 +237,23 @@ func CancelRunApprovals(ctx context.Context, tx pgx.Tx, runID uuid.UUID, by stri
 	}
 	return tag.RowsAffected(), nil
 }
+
+// ApprovalDecision is an operator's answer to an approval gate.
+type ApprovalDecision struct {
+	Approve bool
+	By      string // who decided: recorded and shown by runs show
+	Reason  string
+}
+
+// ApprovalConflictError is a decision a gate cannot take: it was decided
+// otherwise, it expired, or its run no longer waits for it. The CLI exits 1
+// and the API answers 409 with it.
+type ApprovalConflictError struct {
+	Approval *Approval
+	Msg      string
+}
+
+func (e *ApprovalConflictError) Error() string { return e.Msg }
 
 func nullUUID(id uuid.UUID) *uuid.UUID {
 	if id == uuid.Nil {
