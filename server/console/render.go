@@ -23,9 +23,9 @@ var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows", "a
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"short": store.ShortID,
-		"ts":   formatTime,
-		"dur":  duration,
-		"json": prettyJSON,
+		"ts":    formatTime,
+		"dur":   duration,
+		"json":  prettyJSON,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
