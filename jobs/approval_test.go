@@ -280,3 +280,92 @@ func TestApprovalResimulationRevert(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	require.Equal(t, start, b.nonce(t), "nothing was sent")
 }
+
+// TestApprovalRechecks: an approved send is checked again right before the
+// hand-off. A paused workflow holds it until the resume; the budget is
+// reserved against the cap as it stands then, so spend that happened while
+// the gate waited can refuse it (nothing is sent); a run retried after a
+// rejection asks again at its new attempt.
+func TestApprovalRechecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	_, from := anviltest.Key(t, 3)
+	project := chainProject(t, fmt.Sprintf(`
+name: rechecks
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: "0x%s" }
+workflows:
+  - name: capped
+    trigger: { manual: {} }
+    budgets: [{ name: b, asset: native, cap: "15", window: 1h }]
+    steps:
+      - id: pay
+        send:
+          wallet: ops
+          to: "0x000000000000000000000000000000000000dEaD"
+          value: "${{ trigger.input.amount }}"
+          budget: b
+          approval: { required: "${{ trigger.input.amount > 5 }}" }
+`, node.URL, anviltest.DevKeys[3]), os.LookupEnv)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	b := &gateBundle{testBundle: &testBundle{pool: pool, engine: e, project: project}, node: node, from: from}
+	start := b.nonce(t)
+	run := func(key string, amount int64) uuid.UUID {
+		return b.manual(t, "capped", key, map[string]any{"amount": amount})
+	}
+
+	runA, runB := run("a", 10), run("b", 10)
+	apA, apB := b.parked(t, runA), b.parked(t, runB)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, run("small", 3)).Status)
+	require.Equal(t, start+1, b.nonce(t))
+
+	require.NoError(t, store.SetWorkflowPaused(ctx, pool, "capped", true))
+	_, err = b.decide(t, apA.ID, store.ApprovalDecision{Approve: true, By: "alice"})
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second)
+	require.Equal(t, start+1, b.nonce(t), "a paused workflow holds the approved send")
+	r, err := store.GetRun(ctx, pool, runA, false)
+	require.NoError(t, err)
+	require.False(t, r.Status.Terminal())
+	require.NoError(t, store.SetWorkflowPaused(ctx, pool, "capped", false))
+	require.Equal(t, store.RunCompleted, b.waitRun(t, runA).Status)
+	require.Equal(t, start+2, b.nonce(t), "sent once the workflow was resumed")
+
+	_, err = b.decide(t, apB.ID, store.ApprovalDecision{Approve: true, By: "alice"})
+	require.NoError(t, err)
+	doneB := b.waitRun(t, runB)
+	require.Equal(t, store.RunFailed, doneB.Status, "3 + 10 spent: 10 more is over the cap of 15")
+	require.Contains(t, *doneB.Error, "budget")
+	require.Equal(t, start+2, b.nonce(t), "the refused send sent nothing")
+
+	runC := run("c", 6)
+	apC := b.parked(t, runC)
+	_, err = b.decide(t, apC.ID, store.ApprovalDecision{Approve: false, By: "carol"})
+	require.NoError(t, err)
+	require.Equal(t, store.RunFailed, b.waitRun(t, runC).Status)
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := e.RetryRunTx(ctx, tx, runC)
+		return err
+	}))
+	var again *store.Approval
+	require.Eventually(t, func() bool {
+		aps, err := store.ListApprovals(ctx, pool, store.ApprovalFilter{RunID: runC, Status: store.ApprovalPending})
+		require.NoError(t, err)
+		if len(aps) == 1 {
+			again = aps[0]
+		}
+		return again != nil
+	}, 30*time.Second, 20*time.Millisecond, "the retried run asks again")
+	require.Equal(t, 2, again.Attempt)
+	require.NotEqual(t, apC.ID, again.ID)
+	require.Equal(t, start+2, b.nonce(t))
+}
