@@ -369,3 +369,65 @@ workflows:
 	require.NotEqual(t, apC.ID, again.ID)
 	require.Equal(t, start+2, b.nonce(t))
 }
+
+// TestApprovalInForeach: each item of a foreach gets its own gate, and each
+// approved item sends once.
+func TestApprovalInForeach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
+	_, from := anviltest.Key(t, 1)
+	project := chainProject(t, fmt.Sprintf(`
+name: fan
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: "0x%s" }
+workflows:
+  - name: fan
+    trigger: { manual: {} }
+    steps:
+      - id: each
+        foreach: "${{ trigger.input.amounts }}"
+        concurrency: 2
+        steps:
+          - id: pay
+            send: { wallet: ops, to: "0x000000000000000000000000000000000000dEaD", value: "${{ item }}", approval: {} }
+    finally:
+      - id: last
+        send: { wallet: ops, to: "0x000000000000000000000000000000000000dEaD", value: "1", approval: {} }
+`, node.URL, anviltest.DevKeys[1]), os.LookupEnv)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(t, err)
+	b := &gateBundle{testBundle: &testBundle{pool: pool, engine: e, project: project}, node: node, from: from}
+	start := b.nonce(t)
+	id := b.manual(t, "fan", "x", map[string]any{"amounts": []any{7, 8}})
+	pending := func(n int) []*store.Approval {
+		var aps []*store.Approval
+		require.Eventually(t, func() bool {
+			var err error
+			aps, err = store.ListApprovals(ctx, pool, store.ApprovalFilter{RunID: id, Status: store.ApprovalPending})
+			require.NoError(t, err)
+			return len(aps) == n
+		}, 30*time.Second, 20*time.Millisecond)
+		return aps
+	}
+	items := pending(2)
+	keys := []string{items[0].StepKey, items[1].StepKey}
+	require.ElementsMatch(t, []string{"pay[0]", "pay[1]"}, keys)
+	for _, ap := range items {
+		_, err := b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "alice"})
+		require.NoError(t, err)
+	}
+	last := pending(1)
+	require.Equal(t, "last", last[0].StepKey, "finally: gates too")
+	_, err = b.decide(t, last[0].ID, store.ApprovalDecision{Approve: true, By: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
+	require.Equal(t, start+3, b.nonce(t))
+}
