@@ -431,3 +431,23 @@ workflows:
 	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
 	require.Equal(t, start+3, b.nonce(t))
 }
+
+// TestApprovalGateWithNodeDown: a gate opens even when the node does not
+// answer its simulation (the summary says so); once the node is back, the
+// approved send is simulated again and goes out.
+func TestApprovalGateWithNodeDown(t *testing.T) {
+	t.Parallel()
+	b := startGates(t, "1h", "reject")
+	b.node.Stop()
+	id := b.pay(t, "down", 10, "", "")
+	ap := b.parked(t, id)
+	sum, err := jobs.DecodeApprovalSummary(ap.Summary)
+	require.NoError(t, err)
+	require.Nil(t, sum.Simulation)
+	require.Contains(t, sum.SimulationError, "simulation unavailable")
+	b.node.Restart() // a fresh chain: the wallet's nonce starts at 0
+	_, err = b.decide(t, ap.ID, store.ApprovalDecision{Approve: true, By: "alice"})
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
+	require.Equal(t, uint64(1), b.nonce(t))
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
+	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -41,6 +42,9 @@ type ApprovalSummary struct {
 	Budget        string              `json:"budget,omitempty"`
 	GasEstimate   uint64              `json:"gas_estimate,omitempty"`
 	Simulation    *relayer.Simulation `json:"simulation,omitempty"`
+	// SimulationError says why there is no simulation (the node did not
+	// answer when the gate opened).
+	SimulationError string `json:"simulation_error,omitempty"`
 }
 
 // ApprovalArg is one decoded argument of a gated contract call.
@@ -86,7 +90,9 @@ func (s *ApprovalSummary) OneLine() string {
 		}
 	}
 	what += fmt.Sprintf(" from %s on %s", s.Wallet, s.Network)
-	if s.Simulation != nil && s.Simulation.Failed() {
+	if s.SimulationError != "" {
+		what += " (" + s.SimulationError + ")"
+	} else if s.Simulation != nil && s.Simulation.Failed() {
 		what += " (simulation: " + s.Simulation.Reason() + ")"
 	} else if s.GasEstimate > 0 {
 		what += fmt.Sprintf(" (gas ~%d)", s.GasEstimate)
@@ -170,16 +176,12 @@ func (e *Engine) reachGate(ctx context.Context, x *attempt, ext string) (outcome
 	if err != nil {
 		return outcome{err: err}, nil
 	}
-	sum, err := e.summarize(ctx, s, req)
-	if err != nil {
-		return outcome{}, err // the node did not answer: River retries the job
-	}
-	return outcome{parked: true}, e.openGate(ctx, x, sum)
+	return outcome{parked: true}, e.openGate(ctx, x, e.summarize(ctx, s, req))
 }
 
 // summarize describes a prepared send for its approver, with what a
 // simulation against the latest state says it would do.
-func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Request) (*ApprovalSummary, error) {
+func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Request) *ApprovalSummary {
 	send := s.Send
 	sum := &ApprovalSummary{Network: send.Network, ChainID: req.ChainID, Wallet: req.Wallet, To: req.To.Hex(),
 		Value: "0", Contract: send.Contract, Function: send.Function, Confirmations: req.Confirmations, Budget: send.Budget}
@@ -204,10 +206,13 @@ func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Re
 	}
 	sim, err := e.relayer.Simulate(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("approval: simulate the send: %w", err)
+		// The node did not answer: the approver still sees the
+		// transaction, and an approved send is simulated again anyway.
+		sum.SimulationError = "simulation unavailable: " + redact.Text(err.Error())
+		return sum
 	}
 	sum.Simulation, sum.GasEstimate = sim, sim.GasEstimate
-	return sum, nil
+	return sum
 }
 
 func argText(v any) string {
@@ -298,10 +303,11 @@ func (e *Engine) sendApproved(ctx context.Context, x *attempt, ext string, ap *s
 		return outcome{}, err
 	}
 	wf, err := store.GetWorkflow(ctx, e.pool, x.run.Workflow)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound): // a namespaced (test, replay) run: no pause flag
+	case err != nil:
 		return outcome{}, err
-	}
-	if wf.Paused {
+	case wf.Paused:
 		return outcome{}, river.JobSnooze(pausedRecheck)
 	}
 	sum, err := DecodeApprovalSummary(ap.Summary)
