@@ -125,6 +125,15 @@ func TestCrashApprovals(t *testing.T) {
 			require.Equal(t, 1, code, "a cancelled run's gate cannot be approved")
 			require.Contains(t, stderr, "cancelled")
 
+			out, _, code = cli("approvals", "list")
+			require.Equal(t, 0, code)
+			require.Contains(t, out, "ID  ")
+			require.Contains(t, out, store.ShortID(gate(runs[3]).ID))
+			require.Contains(t, out, "rejected")
+			require.Contains(t, out, "send 1000000000 wei to 0x000000000000000000000000000000000000dEaD from ops on local")
+			_, stderr, code = cli("approvals", "list", "--status", "maybe")
+			require.Equal(t, 2, code)
+			require.Contains(t, stderr, "not an approval status")
 			out, _, code = cli("approvals", "list", "--status", "approved", "-o", "json")
 			require.Equal(t, 0, code)
 			var listed struct {
