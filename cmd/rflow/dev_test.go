@@ -446,7 +446,7 @@ func TestDevViewFormats(t *testing.T) {
 func TestDevViewApprovalHint(t *testing.T) {
 	t.Parallel()
 	ap := &store.Approval{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000001"), RunID: uuid.New(), StepKey: "pay",
-		Summary: []byte(`{"network":"local","wallet":"ops","to":"0x000000000000000000000000000000000000dEaD","value":"7"}`),
+		Summary:   []byte(`{"network":"local","wallet":"ops","to":"0x000000000000000000000000000000000000dEaD","value":"7"}`),
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	var plain bytes.Buffer
 	newDevView(&plain).approvalWaiting(ap)
