@@ -264,7 +264,9 @@ func (e *Engine) openGate(ctx context.Context, x *attempt, sum *ApprovalSummary)
 		}
 		jobs := []river.InsertManyParams{stepJob(x.run, x.step.Key, x.step.Attempt, &ap.ExpiresAt)}
 		if gate.Notify != "" {
-			jobs = append(jobs, river.InsertManyParams{Args: ApprovalNoticeArgs{ApprovalID: ap.ID, Notifier: gate.Notify}})
+			// A rehearsal's notice goes to its own queue, as its steps do.
+			jobs = append(jobs, river.InsertManyParams{Args: ApprovalNoticeArgs{ApprovalID: ap.ID, Notifier: gate.Notify},
+				InsertOpts: &river.InsertOpts{Queue: store.QueueOf(x.run.Workflow)}})
 		}
 		if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
 			return fmt.Errorf("approval %s: enqueue its expiry: %w", ap.ID, err)

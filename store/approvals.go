@@ -189,6 +189,9 @@ type ApprovalFilter struct {
 	Workflow string
 	RunID    uuid.UUID
 	Limit    int
+	// Rehearsals includes the gates of replays and tests, which are hidden
+	// (like their runs) unless asked for here or named by Workflow or RunID.
+	Rehearsals bool
 }
 
 // ListApprovals returns approvals, newest first.
@@ -197,8 +200,12 @@ func ListApprovals(ctx context.Context, db DBTX, f ApprovalFilter) ([]*Approval,
 	if limit <= 0 {
 		limit = 100
 	}
+	live := "true"
+	if f.Workflow == "" && f.RunID == uuid.Nil && !f.Rehearsals {
+		live = notRehearsal("workflow_name")
+	}
 	out, err := collectApprovals(db.Query(ctx, `SELECT `+approvalColumns+` FROM rflow.approvals
-		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR workflow_name = $2) AND ($3::uuid IS NULL OR run_id = $3)
+		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR workflow_name = $2) AND ($3::uuid IS NULL OR run_id = $3) AND `+live+`
 		ORDER BY created_at DESC, id DESC LIMIT $4`,
 		string(f.Status), f.Workflow, nullUUID(f.RunID), limit))
 	if err != nil {

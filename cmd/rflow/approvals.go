@@ -31,6 +31,7 @@ func approvalsCommand() *cli.Command {
 				&cli.StringFlag{Name: "status", Usage: "only approvals in this status (" + joinApprovalStatuses() + ")"},
 				&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},
 				&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many approvals"},
+				&cli.BoolFlag{Name: "rehearsals", Usage: "include the gates of replays and tests (hidden unless --workflow names one)"},
 			},
 			Action: approvalsList,
 		}},
@@ -74,7 +75,8 @@ type approvalList struct {
 }
 
 func approvalsList(c *cli.Context) error {
-	f := store.ApprovalFilter{Status: store.ApprovalStatus(c.String("status")), Workflow: c.String("workflow"), Limit: c.Int("limit")}
+	f := store.ApprovalFilter{Status: store.ApprovalStatus(c.String("status")), Workflow: c.String("workflow"), Limit: c.Int("limit"),
+		Rehearsals: c.Bool("rehearsals")}
 	if f.Status != "" && !f.Status.Valid() {
 		return usagef("--status %q is not an approval status; use one of %s", f.Status, joinApprovalStatuses())
 	}
