@@ -22,6 +22,12 @@ type batch struct {
 	claims []store.Claim
 	hashes map[int64]string
 	logs   int // logs read (before filtering), to size the next range
+
+	// A wait feed's range (waitfeed.go): its decoded logs, and the
+	// lookback of the waits parked since the last range.
+	decoded     []Decoded
+	lookback    []Decoded
+	lookbackIDs []store.Lookback
 }
 
 // fetchFunc reads blocks from..to (inclusive) from the node. A range error
@@ -40,6 +46,9 @@ type cursorJob struct {
 	depth    int
 	start    int64 // the cursor's first value if it does not exist yet
 	fetch    fetchFunc
+	// deliver, when set, replaces claiming: it gets the range's batch in
+	// the transaction that advances the cursor (a wait feed's matcher).
+	deliver func(ctx context.Context, tx pgx.Tx, b batch, head int64) error
 
 	size rangeSizer // current range size: shrinks on range errors, grows back
 	next *fetched   // the following range, read while this one is claimed
@@ -139,6 +148,11 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		}
 		if err := j.s.fenceTx(ctx, tx, j.lease.Name); err != nil {
 			return err
+		}
+		if j.deliver != nil {
+			if err := j.deliver(ctx, tx, b, head.Number); err != nil {
+				return fmt.Errorf("deliver blocks %d..%d: %w", from, to, err)
+			}
 		}
 		for i := 0; i < len(b.claims); i += j.s.cfg.ClaimBatch {
 			chunk := b.claims[i:min(len(b.claims), i+j.s.cfg.ClaimBatch)]
