@@ -93,6 +93,10 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 			return s.cfg.Matcher.MatchTx(ctx, tx, WaitDelivery{Feed: key, Head: head, Logs: b.decoded,
 				Lookback: b.lookback, LookbackIDs: b.lookbackIDs})
 		}
+		j.pending = func(ctx context.Context) (bool, error) {
+			lbs, err := store.WaitLookbacks(ctx, s.pool, key)
+			return len(lbs) > 0, err
+		}
 		return s.follow(ctx, n, j)
 	})
 	return nil
