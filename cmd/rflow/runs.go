@@ -207,6 +207,9 @@ func printRuns(w *tabwriter.Writer, runs []*store.Run) {
 type runDetail struct {
 	*server.Run
 	Steps []*server.Step `json:"steps"`
+	// Waits are the run's wait_for conditions: what each awaits, its
+	// deadline, and the event that matched.
+	Waits []*store.Wait `json:"waits,omitempty"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -231,7 +234,11 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if done, err := printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps)}); done || err != nil {
+	waits, err := store.RunWaits(c.Context, db.Pool, id)
+	if err != nil {
+		return err
+	}
+	if done, err := printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), waits}); done || err != nil {
 		return err
 	}
 	out := c.App.Writer
@@ -254,7 +261,11 @@ func runsShow(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, stepDetail(c.Context, db.Pool, s))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printWaits(out, waits)
+	return nil
 }
 
 func runsRetry(c *cli.Context) error {

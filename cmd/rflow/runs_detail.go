@@ -67,3 +67,29 @@ func stepDetail(ctx context.Context, q store.DBTX, s *store.StepRun) string {
 	}
 	return ""
 }
+
+// printWaits prints the wait_for conditions of a run (`runs show`): what
+// each step awaits, its depth and deadline, and the event it holds.
+func printWaits(w io.Writer, waits []*store.Wait) {
+	for _, wt := range waits {
+		fmt.Fprintf(w, "\nwait      %s (attempt %d): %s\n", wt.StepKey, wt.Attempt, wt.Status)
+		cond := wt.Contract + "." + wt.Event
+		if wt.Where != nil {
+			cond += " where ${{ " + *wt.Where + " }}"
+		}
+		fmt.Fprintf(w, "  awaits  %s on chain %d, %d confirmation(s), from block %d\n", cond, wt.ChainID, wt.Confirmations, wt.FromBlock)
+		if wt.Deadline != nil {
+			fmt.Fprintf(w, "  timeout %s, then %s\n", wt.Deadline.UTC().Format(time.RFC3339), wt.OnTimeout)
+		}
+		if wt.CandBlock != nil && len(wt.EventData) > 0 {
+			what := "candidate"
+			switch wt.Status {
+			case store.WaitMatched:
+				what = "matched"
+			case store.WaitArmed:
+				what = "armed by"
+			}
+			fmt.Fprintf(w, "  %s block %d log %d: %s\n", what, *wt.CandBlock, *wt.CandIndex, oneLine(string(wt.EventData), 160))
+		}
+	}
+}
