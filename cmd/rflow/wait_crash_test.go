@@ -104,6 +104,11 @@ func TestCrashWithParkedWaits(t *testing.T) {
 	p3.stop(t)
 	require.Len(t, runs, 5)
 
+	show := func(id uuid.UUID) string {
+		out, stderr, code := rflowCmd(t, "--database-url", dbURL, "runs", "show", id.String(), "-c", config)
+		require.Equal(t, 0, code, stderr)
+		return out
+	}
 	seen := s.counts()
 	for _, r := range runs {
 		ws, err := store.RunWaits(ctx, pool, r.ID)
@@ -116,6 +121,9 @@ func TestCrashWithParkedWaits(t *testing.T) {
 			require.Equal(t, store.WaitTimedOut, w.Status)
 			require.Equal(t, 1, seen[r.ID.String()+":remind@1"], "the on_timeout target ran once (a jump starts epoch 1): %v", seen)
 			require.Zero(t, seen[r.ID.String()+":tell"])
+			out := show(r.ID)
+			require.Contains(t, out, "wait      claimed (attempt 1): timed_out")
+			require.Contains(t, out, "then goto:remind")
 			continue
 		}
 		require.Equal(t, store.WaitMatched, w.Status, "run %s", r.ID)
@@ -130,6 +138,10 @@ func TestCrashWithParkedWaits(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT (trigger->'event'->>'amount')::bigint FROM rflow.workflow_runs WHERE id = $1`,
 			r.ID).Scan(&amount))
 		require.Contains(t, string(w.EventData), txs[amount], "run of amount %d matched its own Claimed", amount)
+		out := show(r.ID)
+		require.Contains(t, out, "wait      claimed (attempt 1): matched")
+		require.Contains(t, out, "awaits  Vault.Claimed where ${{ event.amount == trigger.event.amount }} on chain 31337, 2 confirmation(s)")
+		require.Contains(t, out, txs[amount])
 	}
 	for k, n := range seen {
 		require.Equal(t, 1, n, "request %s delivered %d times", k, n)
