@@ -557,7 +557,7 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 		w.InsertSteps(steps, created)
 	}
 	for _, a := range advs {
-		if a.ended && a.p.waits {
+		if a.ended && a.p != nil && a.p.waits {
 			w.CancelWaits(a.run.ID)
 		}
 		if !fresh || a.changedRun() {

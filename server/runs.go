@@ -127,10 +127,11 @@ type runResponse struct {
 	Run *Run `json:"run"`
 }
 
-// runDetail is a run with its whole step journal.
+// runDetail is a run with its whole step journal and its wait_for waits.
 type runDetail struct {
-	Run   *Run    `json:"run"`
-	Steps []*Step `json:"steps"`
+	Run   *Run          `json:"run"`
+	Steps []*Step       `json:"steps"`
+	Waits []*store.Wait `json:"waits,omitempty"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +150,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps)})
+	waits, err := store.RunWaits(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Waits: waits})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

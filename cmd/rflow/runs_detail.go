@@ -89,7 +89,12 @@ func printWaits(w io.Writer, waits []*store.Wait) {
 			case store.WaitArmed:
 				what = "armed by"
 			}
-			fmt.Fprintf(w, "  %s block %d log %d: %s\n", what, *wt.CandBlock, *wt.CandIndex, oneLine(string(wt.EventData), 160))
+			var ev struct {
+				TxHash string `json:"tx_hash"`
+			}
+			_ = json.Unmarshal(wt.EventData, &ev)
+			fmt.Fprintf(w, "  %s tx %s (block %d, log %d)\n", what, ev.TxHash, *wt.CandBlock, *wt.CandIndex)
+			fmt.Fprintf(w, "  event   %s\n", oneLine(string(wt.EventData), 200))
 		}
 	}
 }
