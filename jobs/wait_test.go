@@ -8,14 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // sagaProject: a Deposit starts a run that waits for the Claimed event of
@@ -303,4 +306,100 @@ workflows:
 	require.Len(t, items, 2)
 	require.EqualValues(t, 100, items[0]["amount"])
 	require.EqualValues(t, 200, items[1]["amount"])
+}
+
+// TestWaitForTimeoutRacingMatch: matches delivered right at the deadline
+// of 30 waits race their timeout jobs; each wait settles exactly once, and
+// the run went the way its wait's status says (matched: the next step;
+// timed_out: the on_timeout target), never both.
+func TestWaitForTimeoutRacingMatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recv := newReceiver(t)
+	addr := "0x00000000000000000000000000000000000000aa"
+	project := chainProject(t, `
+name: race
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: "`+addr+`" }
+workflows:
+  - name: race
+    trigger: { manual: {} }
+    steps:
+      - id: claimed
+        wait_for:
+          event: { contract: Vault, event: Claimed, where: "${{ event.amount == trigger.input.n }}" }
+          confirmations: 0
+          timeout: 3s
+          on_timeout: { goto: remind }
+      - id: tell
+        http_call: { method: POST, url: "`+recv.URL+`/tell" }
+      - id: remind
+        if: "${{ steps.claimed.output.timed_out == true }}"
+        http_call: { method: POST, url: "`+recv.URL+`/remind" }
+`, nil)
+	pool, e := deployed(t, project)
+	b := &testBundle{pool: pool, engine: e, recv: recv}
+	const n = 30
+	claims := make([]store.Claim, n)
+	for i := range claims {
+		claims[i] = store.Claim{Workflow: "race", TriggerKey: fmt.Sprint(i), TriggerKind: trigger.Manual,
+			Trigger: []byte(fmt.Sprintf(`{"input": {"n": %d}}`, i))}
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := e.ClaimTx(ctx, tx, claims)
+		return err
+	}))
+	ids := make([]uuid.UUID, n)
+	var deadline time.Time
+	for i := range ids {
+		id, _, err := store.RunByKey(ctx, pool, "race", fmt.Sprint(i), nil)
+		require.NoError(t, err)
+		ids[i] = id
+		deadline = *eventuallyWait(t, pool, id, store.WaitWaiting).Deadline
+	}
+	ev := anviltest.EmitterABI(t).Events["Claimed"]
+	feed := store.WaitFeed{ChainID: 31337, Address: addr, Topic: ev.ID.Hex()}
+	// The timeout jobs become due at the deadline and run when River's
+	// scheduler makes them available: spread the matches across that.
+	time.Sleep(time.Until(deadline) - 2250*time.Millisecond)
+	for i := 0; i < n; i++ {
+		time.Sleep(150 * time.Millisecond)
+		log := chain.Decoded{Event: "Claimed", Address: common.HexToAddress(addr), LogIndex: uint(i), TxHash: common.BigToHash(big.NewInt(int64(i + 1))),
+			Args: map[string]any{"user": common.HexToAddress(addr), "amount": big.NewInt(int64(i))}}
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			return e.MatchTx(ctx, tx, chain.WaitDelivery{Feed: feed, Logs: []chain.Decoded{log}})
+		}))
+	}
+	counts := map[string]int{}
+	for _, id := range ids {
+		run := b.waitRun(t, id)
+		require.Equal(t, store.RunCompleted, run.Status)
+		ws := runWaits(t, pool, id)
+		require.Len(t, ws, 1)
+		counts[string(ws[0].Status)]++
+		var tell, remind int
+		for _, r := range recv.got("/tell") {
+			if r.Header.Get("X-Rflow-Run-Id") == id.String() {
+				tell++
+			}
+		}
+		for _, r := range recv.got("/remind") {
+			if r.Header.Get("X-Rflow-Run-Id") == id.String() {
+				remind++
+			}
+		}
+		switch ws[0].Status {
+		case store.WaitMatched:
+			require.Equal(t, [2]int{1, 0}, [2]int{tell, remind}, "matched run %s", id)
+		case store.WaitTimedOut:
+			require.Equal(t, [2]int{0, 1}, [2]int{tell, remind}, "timed-out run %s", id)
+		default:
+			t.Fatalf("wait of run %s ended %s", id, ws[0].Status)
+		}
+	}
+	t.Logf("outcomes: %v", counts)
+	require.Positive(t, counts[string(store.WaitMatched)], "some matches came before the deadline")
+	require.Positive(t, counts[string(store.WaitTimedOut)], "some deadlines came before the match")
 }

@@ -180,11 +180,11 @@ func FinishLookbacks(ctx context.Context, tx pgx.Tx, ids []int64) error {
 
 // DeepWaits returns feed's armed waits whose candidate is at least their
 // confirmations deep under head and still in the canonical window (or
-// older than it).
+// older than it, or the window is empty: nothing to check it against).
 func DeepWaits(ctx context.Context, db DBTX, feed WaitFeed, head int64) ([]*Wait, error) {
 	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits w
 		WHERE chain_id = $1 AND topic = $2 AND address = $3 AND status = 'armed' AND cand_block + confirmations <= $4
-		  AND (cand_block < (SELECT COALESCE(min(number), 0) FROM indexer.blocks WHERE chain_id = $1)
+		  AND (cand_block < COALESCE((SELECT min(number) FROM indexer.blocks WHERE chain_id = $1), cand_block + 1)
 		       OR EXISTS (SELECT 1 FROM indexer.blocks b
 		                  WHERE b.chain_id = $1 AND b.number = w.cand_block AND b.hash = w.cand_hash))
 		ORDER BY cand_block, cand_index, id`, feed.ChainID, feed.Topic, feed.Address, head)
