@@ -176,7 +176,7 @@ func (m *matcher) env(ctx context.Context, w *store.Wait) (workflow.Env, stepAt,
 		return nil, stepAt{}, false, err
 	}
 	step := findStep(journal, w.StepKey)
-	if run.Status.Terminal() || step == nil || step.Attempt != w.Attempt || step.Status != store.StepWaiting {
+	if run.Status.Terminal() || !waitsOn(step, w) {
 		return nil, stepAt{}, false, nil
 	}
 	a, at, err := m.e.locate(ctx, m.tx, run, journal, step)
@@ -207,7 +207,7 @@ func (e *Engine) settleWait(ctx context.Context, tx pgx.Tx, w *store.Wait, statu
 		return err
 	}
 	step := findStep(journal, w.StepKey)
-	if run.Status.Terminal() || step == nil || step.Attempt != w.Attempt || step.Status != store.StepWaiting {
+	if run.Status.Terminal() || !waitsOn(step, w) {
 		_, err := store.EndWait(ctx, tx, w.ID, store.WaitCancelled, 0)
 		return err
 	}
@@ -240,4 +240,18 @@ func (e *Engine) settleWait(ctx context.Context, tx pgx.Tx, w *store.Wait, statu
 	}
 	e.faults.Hit(FaultAfterWaitSettle)
 	return nil
+}
+
+// waitsOn reports whether step is still the attempt w belongs to and
+// unfinished: parked (waiting) or, after `runs retry`, queued at the
+// attempt its job parks.
+func waitsOn(step *store.StepRun, w *store.Wait) bool {
+	if step == nil || step.Attempt != w.Attempt {
+		return false
+	}
+	switch step.Status {
+	case store.StepWaiting, store.StepQueued, store.StepRetrying:
+		return true
+	}
+	return false
 }

@@ -193,13 +193,27 @@ func TestWaitForTimeoutFails(t *testing.T) {
 	node := anviltest.Start(t, anviltest.Options{})
 	em := anviltest.DeployEmitter(t, node)
 	recv := newReceiver(t)
-	pool, _ := chainBundle(t, sagaProject(node, em, recv, "head", "timeout: 1s"))
+	pool, e := chainBundle(t, sagaProject(node, em, recv, "head", "timeout: 1s"))
 	em.Deposit(3)
 	run := onlyRun(t, pool, "saga")
 	b := &testBundle{pool: pool, recv: recv}
 	got := b.waitRun(t, run.ID)
 	require.Equal(t, store.RunFailed, got.Status)
 	require.Contains(t, *got.Error, "wait_for timed out after 1s: no Vault.Claimed event matched")
+
+	// The Claimed comes late; `runs retry` parks the step again at its
+	// next attempt, whose look-back from the trigger's block finds it.
+	em.Transact("claim", big.NewInt(3))
+	node.Mine(2)
+	require.NoError(t, pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		_, err := e.RetryRunTx(context.Background(), tx, run.ID)
+		return err
+	}))
+	w := eventuallyWait(t, pool, run.ID, store.WaitMatched)
+	require.Equal(t, 2, w.Attempt)
+	got = b.waitRun(t, run.ID)
+	require.Equal(t, store.RunCompleted, got.Status, "%v", got.Error)
+	require.Len(t, recv.got("/claimed"), 1)
 }
 
 // TestWaitForReorgRearms: a matching log removed by a reorg before it is
