@@ -557,6 +557,9 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 		w.InsertSteps(steps, created)
 	}
 	for _, a := range advs {
+		if a.ended && a.p != nil && a.p.waits {
+			w.CancelWaits(a.run.ID)
+		}
 		if !fresh || a.changedRun() {
 			w.UpdateRun(a.run.ID, a.run.Attempt, store.RunUpdate{
 				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,

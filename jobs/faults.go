@@ -12,4 +12,7 @@ const (
 	// FaultBeforeResimulate: an approval is decided and committed, the
 	// approved send not yet re-simulated nor handed to the relayer.
 	FaultBeforeResimulate = "approval.before-resimulate"
+	// FaultAfterWaitSettle: a wait's match and its run's next step are
+	// written, the feed's transaction not yet committed.
+	FaultAfterWaitSettle = "wait.after-settle"
 )

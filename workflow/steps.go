@@ -414,6 +414,7 @@ func (l *loader) waitFor(ctx *wfCtx, s *Step, n *node, sc *scope, list *stepList
 			}
 			if w := em["where"]; !w.isNull() {
 				we.Where = l.boolExpr(w, waitScope(sc, evT), "where")
+				we.Keys = waitKeys(we.Where)
 			}
 			wf.Event = we
 		}

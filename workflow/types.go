@@ -367,6 +367,8 @@ type WaitEvent struct {
 	Event    string
 	Where    *Expr
 	ABIEvent *abi.Event
+	// Keys are the equalities Where requires of the event (see WaitKey).
+	Keys []WaitKey
 }
 
 // Foreach runs Steps once per item of Items.

@@ -201,6 +201,9 @@ type runDetail struct {
 	*server.Run
 	Steps     []*server.Step     `json:"steps"`
 	Approvals []*server.Approval `json:"approvals"`
+	// Waits are the run's wait_for conditions: what each awaits, its
+	// deadline, and the event that matched.
+	Waits []*store.Wait `json:"waits,omitempty"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -225,12 +228,16 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	waits, err := store.RunWaits(c.Context, db.Pool, id)
+	if err != nil {
+		return err
+	}
 	if c.String("output") == "json" {
 		aps, err := store.ListApprovals(c.Context, db.Pool, store.ApprovalFilter{RunID: id})
 		if err != nil {
 			return err
 		}
-		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps)})
+		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps), waits})
 		return err
 	}
 	if err := checkOutput(c); err != nil {
@@ -259,6 +266,7 @@ func runsShow(c *cli.Context) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	printWaits(out, waits)
 	return printApprovals(c.Context, out, db.Pool, run)
 }
 
