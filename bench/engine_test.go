@@ -41,10 +41,17 @@ func benchServer(b *testing.B) *httptest.Server {
 	return srv
 }
 
-func benchPool(b *testing.B) *pgxpool.Pool {
+func benchPool(b *testing.B) *pgxpool.Pool { return tracedPool(b, nil) }
+
+// tracedPool is benchPool with trace as its statement tracer when
+// RFLOW_BENCH_TRACE is set.
+func tracedPool(b *testing.B, trace *stmtTimes) *pgxpool.Pool {
 	cfg, err := pgxpool.ParseConfig(storetest.URL(b))
 	require.NoError(b, err)
 	cfg.MaxConns = 60
+	if trace != nil && os.Getenv("RFLOW_BENCH_TRACE") != "" {
+		cfg.ConnConfig.Tracer = trace
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
@@ -84,7 +91,9 @@ func median(xs []float64) float64 {
 
 func engineStepRate(b *testing.B, url string) float64 {
 	ctx := context.Background()
-	pool := benchPool(b)
+	trace := &stmtTimes{}
+	pool := tracedPool(b, trace)
+	defer trace.print("engine steps")
 	dir := b.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
 	require.NoError(b, os.WriteFile(path, []byte(fmt.Sprintf(`
@@ -111,6 +120,7 @@ workflows:
 		_, err := e.ClaimTx(ctx, tx, claims)
 		return err
 	}))
+	trace.reset()
 	start := time.Now()
 	require.NoError(b, e.Start(ctx))
 	defer e.Stop(ctx)
