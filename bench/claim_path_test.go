@@ -47,22 +47,7 @@ func BenchmarkClaimPath(b *testing.B) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
-	dir := b.TempDir()
-	path := filepath.Join(dir, "rflow.yaml")
-	require.NoError(b, os.WriteFile(path, []byte(`
-name: bench
-workflows:
-  - name: claim
-    trigger: { manual: {} }
-    steps:
-      - { id: tell, http_call: { method: POST, url: "http://127.0.0.1:9/x", body: "${{ trigger.input }}" } }
-`), 0o644))
-	project, err := workflow.Load(path, workflow.LoadOptions{})
-	require.NoError(b, err)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project})
-	require.NoError(b, err)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(b, err)
+	e := claimEngine(b, pool, "claim")
 	addWorkflow(b, pool, "raw")
 	addWorkflow(b, pool, "rawjob")
 	river.AddWorker(river.NewWorkers(), &noopWorker{})
@@ -91,10 +76,7 @@ workflows:
 				return err
 			})
 			trace.reset()
-			en := claimRate(b, pool, claimsFor("claim", round), func(tx pgx.Tx, c []store.Claim) error {
-				_, err := e.ClaimTx(ctx, tx, c)
-				return err
-			})
+			en := engineClaimRate(b, pool, e, "claim", round)
 			trace.print("engine claim path")
 			gateRate, rawJob, engine = append(gateRate, g), append(rawJob, r), append(engine, en)
 			fmt.Printf("  round: engine %.0f claims/s, run+job rows %.0f/s, bare gate %.0f/s\n", en, r, g)
@@ -107,6 +89,37 @@ workflows:
 	fmt.Printf("claim path: engine %.0f claims/s  run+job rows %.0f/s  bare gate %.0f/s  engine/gate %.2f  engine/run+job %.2f\n",
 		en, r, g, en/g, en/r)
 	summary.add("engine claims / bare gate (no node)", en, g, 0.6)
+}
+
+// claimEngine is an engine (not started) on pool whose one workflow, name,
+// has an event-shaped manual trigger and one http_call step.
+func claimEngine(b *testing.B, pool *pgxpool.Pool, name string) *jobs.Engine {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "rflow.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(`
+name: bench
+workflows:
+  - name: `+name+`
+    trigger: { manual: {} }
+    steps:
+      - { id: tell, http_call: { method: POST, url: "http://127.0.0.1:9/x", body: "${{ trigger.input }}" } }
+`), 0o644))
+	project, err := workflow.Load(path, workflow.LoadOptions{})
+	require.NoError(b, err)
+	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project})
+	require.NoError(b, err)
+	_, err = e.SyncWorkflows(ctx)
+	require.NoError(b, err)
+	return e
+}
+
+// engineClaimRate is the engine's claim rate on claimPathRuns fresh claims
+// of e's workflow name.
+func engineClaimRate(b *testing.B, pool *pgxpool.Pool, e *jobs.Engine, name string, round int) float64 {
+	return claimRate(b, pool, claimsFor(name, round), func(tx pgx.Tx, c []store.Claim) error {
+		_, err := e.ClaimTx(context.Background(), tx, c)
+		return err
+	})
 }
 
 // claimsFor is claimPathRuns claims of workflow wf with payloads shaped

@@ -4,3 +4,12 @@
 -- so the key guarded nothing. Retention (store.PruneRuns) deletes a run's
 -- steps with it explicitly instead of by cascade.
 ALTER TABLE rflow.step_runs DROP CONSTRAINT step_runs_run_id_fkey;
+
+-- `rflow runs list` and the console page runs newest first by (created_at,
+-- id) under a workflow filter, a status filter (--failed, the DLQ page), or
+-- both (workflow_runs_workflow_status). Without these, a filter on a rare
+-- workflow or status walked workflow_runs_paging across every run; the
+-- status one also serves the prepared (generic) plan, which a partial
+-- index on status = 'failed' could not.
+CREATE INDEX workflow_runs_workflow_paging ON rflow.workflow_runs (workflow_name, created_at DESC, id DESC);
+CREATE INDEX workflow_runs_status_paging ON rflow.workflow_runs (status, created_at DESC, id DESC);
