@@ -17,6 +17,7 @@ type summaryRow struct {
 	figure, base    float64
 	target          float64 // ratio target; 0 when the figure is not a ratio
 	unit, targetStr string
+	met             bool
 }
 
 type summaryTable struct {
@@ -24,7 +25,7 @@ type summaryTable struct {
 	rows []summaryRow
 }
 
-// add records figure against base with a ratio target.
+// add records figure against base with a ratio target (0: none).
 func (s *summaryTable) add(name string, figure, base, target float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -32,11 +33,18 @@ func (s *summaryTable) add(name string, figure, base, target float64) {
 }
 
 // addAbs records a figure with no baseline, against a target in words
-// (for example "< 50 ms").
-func (s *summaryTable) addAbs(name string, figure float64, unit, target string) {
+// (for example "< 50 ms") that it met or not.
+func (s *summaryTable) addAbs(name string, figure float64, unit, target string, met bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rows = append(s.rows, summaryRow{name: name, figure: figure, unit: unit, targetStr: target})
+	s.rows = append(s.rows, summaryRow{name: name, figure: figure, unit: unit, targetStr: target, met: met})
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
 }
 
 func (s *summaryTable) print() {
@@ -51,15 +59,15 @@ func (s *summaryTable) print() {
 	fmt.Fprintln(w, "figure\tvalue\tbaseline\tratio\ttarget\tmet")
 	for _, r := range s.rows {
 		if r.targetStr != "" {
-			fmt.Fprintf(w, "%s\t%.0f %s\t-\t-\t%s\t\n", r.name, r.figure, r.unit, r.targetStr)
+			fmt.Fprintf(w, "%s\t%.0f %s\t-\t-\t%s\t%s\n", r.name, r.figure, r.unit, r.targetStr, yesNo(r.met))
 			continue
 		}
 		ratio := r.figure / r.base
-		met := "no"
-		if ratio >= r.target {
-			met = "yes"
+		if r.target == 0 {
+			fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t-\t\n", r.name, r.figure, r.base, ratio)
+			continue
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t≥ %.2f\t%s\n", r.name, r.figure, r.base, ratio, r.target, met)
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t≥ %.2f\t%s\n", r.name, r.figure, r.base, ratio, r.target, yesNo(ratio >= r.target))
 	}
 	w.Flush()
 }
