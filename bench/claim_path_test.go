@@ -83,8 +83,8 @@ func BenchmarkClaimPath(b *testing.B) {
 	b.ReportMetric(rr, "engine/run+job")
 	fmt.Printf("claim path: engine %.0f claims/s  run+job rows %.0f/s  bare gate %.0f/s  engine/gate %.2f  engine/run+job %.2f (median ratios)\n",
 		en, r, g, rg, rr)
-	summary.add("claims: engine / bare gate (no node)", rg*g, g, 0.6)
-	summary.add("claims: engine / raw run+job rows (no node)", rr*r, r, 0.5)
+	summary.addRatio("claims: engine / bare gate (no node)", en, g, rg, 0.6)
+	summary.addRatio("claims: engine / raw run+job rows (no node)", en, r, rr, 0.5)
 }
 
 // claimEngine is an engine (not started) on pool whose one workflow, name,

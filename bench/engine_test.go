@@ -81,7 +81,7 @@ func BenchmarkEngineVsRiverChain(b *testing.B) {
 	b.ReportMetric(c, "river-chain-steps/s")
 	b.ReportMetric(r, "ratio")
 	fmt.Printf("engine steps/s: %.0f  river-chain steps/s: %.0f  ratio: %.2f\n", e, c, r)
-	summary.add("steps/s: engine / raw River chain", e, c, 0.95)
+	summary.addRatio("steps/s: engine / raw River chain", e, c, r, 0.95)
 }
 
 func median(xs []float64) float64 {

@@ -15,6 +15,7 @@ var summary = &summaryTable{}
 type summaryRow struct {
 	name            string
 	figure, base    float64
+	ratio           float64 // figure/base unless set (a median of rounds' ratios)
 	target          float64 // ratio target; 0 when the figure is not a ratio
 	unit, targetStr string
 	met             bool
@@ -29,7 +30,15 @@ type summaryTable struct {
 func (s *summaryTable) add(name string, figure, base, target float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.rows = append(s.rows, summaryRow{name: name, figure: figure, base: base, target: target})
+	s.rows = append(s.rows, summaryRow{name: name, figure: figure, base: base, ratio: figure / base, target: target})
+}
+
+// addRatio is add with the ratio given: the median of rounds' ratios,
+// which need not be the ratio of the medians.
+func (s *summaryTable) addRatio(name string, figure, base, ratio, target float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows = append(s.rows, summaryRow{name: name, figure: figure, base: base, ratio: ratio, target: target})
 }
 
 // addAbs records a figure with no baseline, against a target in words
@@ -62,7 +71,7 @@ func (s *summaryTable) print() {
 			fmt.Fprintf(w, "%s\t%.0f %s\t-\t-\t%s\t%s\n", r.name, r.figure, r.unit, r.targetStr, yesNo(r.met))
 			continue
 		}
-		ratio := r.figure / r.base
+		ratio := r.ratio
 		if r.target == 0 {
 			fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.2f\t-\t\n", r.name, r.figure, r.base, ratio)
 			continue
