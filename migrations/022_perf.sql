@@ -10,6 +10,8 @@ ALTER TABLE rflow.step_runs DROP CONSTRAINT step_runs_run_id_fkey;
 -- both (workflow_runs_workflow_status). Without these, a filter on a rare
 -- workflow or status walked workflow_runs_paging across every run; the
 -- status one also serves the prepared (generic) plan, which a partial
--- index on status = 'failed' could not.
+-- index on status = 'failed' could not. Migrations run in a transaction,
+-- so these are not built CONCURRENTLY: claims wait while they build (a few
+-- seconds per million runs).
 CREATE INDEX workflow_runs_workflow_paging ON rflow.workflow_runs (workflow_name, created_at DESC, id DESC);
 CREATE INDEX workflow_runs_status_paging ON rflow.workflow_runs (status, created_at DESC, id DESC);
