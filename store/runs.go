@@ -33,6 +33,12 @@ const (
 	RunCompleted       RunStatus = "completed"
 	RunFailed          RunStatus = "failed"
 	RunCancelled       RunStatus = "cancelled"
+
+	// RunPending and RunReincluded are statuses of on_reorg responses
+	// only (rflow.reorg_runs): waiting for the fork to reach the network's
+	// depth, and ended because the log came back in the canonical chain.
+	RunPending    RunStatus = "pending"
+	RunReincluded RunStatus = "reincluded"
 )
 
 // RunStatuses lists every run status, in lifecycle order.
@@ -47,7 +53,7 @@ func (s RunStatus) Valid() bool { return slices.Contains(RunStatuses(), s) }
 // Terminal reports whether a run in status s can no longer change (short
 // of an operator's retry of a failed run).
 func (s RunStatus) Terminal() bool {
-	return s == RunCompleted || s == RunFailed || s == RunCancelled
+	return s == RunCompleted || s == RunFailed || s == RunCancelled || s == RunReincluded
 }
 
 // Waiting reports whether a run in status s is parked on something outside
@@ -78,6 +84,11 @@ type Run struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	FinishedAt  *time.Time
+
+	// Journal is where the row and its steps live: a run (the zero value)
+	// or an on_reorg response, whose Workflow, Generation and Trigger are
+	// its orphaned run's.
+	Journal Journal
 }
 
 const runColumns = `id, workflow_name, generation, attempt, trigger_key, trigger_kind, trigger, status, position,
@@ -131,6 +142,9 @@ type RunFilter struct {
 	// Rehearsals includes the runs of replays and tests, which are hidden
 	// unless asked for here or named by Workflow.
 	Rehearsals bool
+	// Compensated keeps runs whose orphaning started an on_reorg response
+	// (pending decisions and re-included logs do not count).
+	Compensated bool
 }
 
 // ListRuns returns a page of runs, newest first: by created_at, then id
@@ -158,6 +172,10 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	}
 	if f.Status != "" {
 		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.Compensated {
+		where = append(where, `EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = workflow_runs.id
+			AND rr.status NOT IN ('pending', 'reincluded'))`)
 	}
 	if f.Before != nil {
 		var at time.Time

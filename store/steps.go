@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -47,18 +46,19 @@ type StepRun struct {
 	Output     json.RawMessage
 	Error      *string
 	WakeAt     *time.Time
+	HeldAt     *time.Time // held: an orphaned run's step waiting for its reorg's decision
 	CreatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
 }
 
 const stepColumns = `run_id, step_key, step_id, kind, attempt, status, input, output, error, wake_at,
-	created_at, started_at, finished_at`
+	held_at, created_at, started_at, finished_at`
 
 func scanStep(row pgx.Row) (*StepRun, error) {
 	var s StepRun
 	err := row.Scan(&s.RunID, &s.Key, &s.StepID, &s.Kind, &s.Attempt, &s.Status, &s.Input, &s.Output,
-		&s.Error, &s.WakeAt, &s.CreatedAt, &s.StartedAt, &s.FinishedAt)
+		&s.Error, &s.WakeAt, &s.HeldAt, &s.CreatedAt, &s.StartedAt, &s.FinishedAt)
 	s.Error = scrub(s.Error)
 	return &s, err
 }
@@ -106,7 +106,12 @@ type StepOutcome struct {
 // incomplete at that attempt. False means another worker (or an operator)
 // got there first: the caller must roll back and do nothing else.
 func SettleStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int, o StepOutcome) (bool, error) {
-	var w Writes
+	return SettleJournalStep(ctx, tx, RunJournal, runID, key, attempt, o)
+}
+
+// SettleJournalStep is SettleStep in journal j.
+func SettleJournalStep(ctx context.Context, tx pgx.Tx, j Journal, runID uuid.UUID, key string, attempt int, o StepOutcome) (bool, error) {
+	w := Writes{Journal: j}
 	w.SettleStep(runID, key, attempt, o)
 	return w.Send(ctx, tx)
 }
@@ -114,12 +119,7 @@ func SettleStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, att
 // LockStep locks a journal row for the rest of tx (foreach bookkeeping
 // serialises concurrent item completions on the foreach row).
 func LockStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string) (*StepRun, error) {
-	s, err := scanStep(tx.QueryRow(ctx, `SELECT `+stepColumns+` FROM rflow.step_runs WHERE run_id = $1 AND step_key = $2 FOR UPDATE`,
-		runID, key))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("step %s of run %s: %w", key, runID, ErrNotFound)
-	}
-	return s, err
+	return LockJournalStep(ctx, tx, RunJournal, runID, key)
 }
 
 // Batcher is a pool, connection or transaction that can send a batch.
@@ -130,25 +130,5 @@ type Batcher interface {
 // RunWithSteps loads a run and its whole journal in one round trip: what a
 // step job reads before its effect.
 func RunWithSteps(ctx context.Context, db Batcher, id uuid.UUID) (*Run, []*StepRun, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT `+runColumns+` FROM rflow.workflow_runs WHERE id = $1`, id)
-	b.Queue(`SELECT `+stepColumns+` FROM rflow.step_runs WHERE run_id = $1 ORDER BY created_at, step_key`, id)
-	br := db.SendBatch(ctx, b)
-	defer br.Close()
-	run, err := scanRun(br.QueryRow())
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("load run %s: %w", id, err)
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, nil, fmt.Errorf("journal of run %s: %w", id, err)
-	}
-	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*StepRun, error) { return scanStep(r) })
-	if err != nil {
-		return nil, nil, fmt.Errorf("journal of run %s: %w", id, err)
-	}
-	return run, steps, nil
+	return LoadJournal(ctx, db, RunJournal, id)
 }

@@ -16,13 +16,15 @@ import (
 // make Send report false: another worker or an operator moved the run on,
 // and the caller must roll back.
 type Writes struct {
+	// Journal is the step journal the writes go to (the zero value: runs).
+	Journal Journal
+
 	batch pgx.Batch
 	reads []func(pgx.BatchResults) error
 	moved bool
 }
 
 const settleStepSQL = `
-	UPDATE rflow.step_runs
 	SET status = $4, output = COALESCE($5::jsonb, output), error = $6, attempt = attempt + $7,
 		started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at),
 		finished_at = CASE WHEN $4 IN ('completed', 'failed') THEN now() END
@@ -35,7 +37,7 @@ func (w *Writes) SettleStep(runID uuid.UUID, key string, attempt int, o StepOutc
 	if o.NextAttempt {
 		bump = 1
 	}
-	w.batch.Queue(settleStepSQL, runID, key, attempt, o.Status, jsonText(o.Output), o.Error, bump, o.StartedAt, o.WakeAt)
+	w.batch.Queue(`UPDATE `+w.Journal.steps()+settleStepSQL, runID, key, attempt, o.Status, jsonText(o.Output), o.Error, bump, o.StartedAt, o.WakeAt)
 	w.fenced(fmt.Sprintf("settle step %s of run %s", key, runID))
 }
 
@@ -43,7 +45,7 @@ func (w *Writes) SettleStep(runID uuid.UUID, key string, attempt int, o StepOutc
 // progress; the row is locked by the caller).
 func (w *Writes) SetStepOutput(runID uuid.UUID, key string, status StepStatus, output []byte) {
 	w.batch.Queue(`
-		UPDATE rflow.step_runs SET status = $3, output = $4::jsonb,
+		UPDATE `+w.Journal.steps()+` SET status = $3, output = $4::jsonb,
 			finished_at = CASE WHEN $3 IN ('completed', 'failed') THEN now() END
 		WHERE run_id = $1 AND step_key = $2`, runID, key, status, jsonText(output))
 	w.exec(fmt.Sprintf("update step %s of run %s", key, runID))
@@ -67,7 +69,7 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 		inputs[i], outputs[i], errs[i], wakes[i] = jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt
 	}
 	w.batch.Queue(`
-		INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
+		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
 		SELECT s.run_id, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
 			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
@@ -92,11 +94,11 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 // and still at attempt.
 func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
 	w.batch.Queue(`
-		UPDATE rflow.workflow_runs
+		UPDATE `+w.Journal.runs()+`
 		SET status = $3, position = NULLIF($4, ''), epoch = $5, error = $6, failed_step = $7, wake_at = $8,
 			updated_at = now(),
 			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
-		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled')`,
+		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled', 'reincluded')`,
 		id, attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
 	w.fenced(fmt.Sprintf("update run %s", id))
 }

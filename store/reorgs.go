@@ -1,0 +1,246 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Response is an on_reorg response: what rflow does about one run whose
+// triggering log one reorg (fork) orphaned. Its run-state columns (status,
+// position, epoch, error) are read through LoadJournal as a Run of
+// ReorgJournal; these are its own.
+type Response struct {
+	ID         uuid.UUID
+	RunID      uuid.UUID
+	ForkBlock  int64
+	ChainID    int64
+	Depth      int
+	OldHash    string
+	NewHash    string
+	DecideAt   int64
+	Attempt    int
+	Status     RunStatus
+	Error      *string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+const responseColumns = `id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at, attempt, status,
+	error, created_at, updated_at, started_at, finished_at`
+
+func scanResponse(row pgx.Row) (*Response, error) {
+	var r Response
+	err := row.Scan(&r.ID, &r.RunID, &r.ForkBlock, &r.ChainID, &r.Depth, &r.OldHash, &r.NewHash, &r.DecideAt,
+		&r.Attempt, &r.Status, &r.Error, &r.CreatedAt, &r.UpdatedAt, &r.StartedAt, &r.FinishedAt)
+	r.Error = scrub(r.Error)
+	return &r, err
+}
+
+// NewResponse is a response to open for an orphaned run.
+type NewResponse struct {
+	RunID     uuid.UUID
+	ForkBlock int64
+	ChainID   int64
+	Depth     int
+	OldHash   string
+	NewHash   string
+	DecideAt  int64
+}
+
+// OpenResponses records, in the reorg's transaction, one pending response
+// per (run, fork). A (run, fork) already answered as reincluded (the log
+// came back, then a later reorg at the same fork block orphaned it again)
+// is pending once more; any other existing response is left alone, so a
+// fork is compensated at most once. It returns the ids of the responses
+// that are now pending, one per given run at most.
+func OpenResponses(ctx context.Context, tx pgx.Tx, rs []NewResponse) ([]uuid.UUID, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	n := len(rs)
+	ids, runs := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	forks, chains, decide := make([]int64, n), make([]int64, n), make([]int64, n)
+	depths := make([]int32, n)
+	olds, news := make([]string, n), make([]string, n)
+	for i, r := range rs {
+		ids[i], runs[i] = uuid.Must(uuid.NewV7()), r.RunID
+		forks[i], chains[i], decide[i], depths[i] = r.ForkBlock, r.ChainID, r.DecideAt, int32(r.Depth)
+		olds[i], news[i] = r.OldHash, r.NewHash
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO rflow.reorg_runs (id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at)
+		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::bigint[])
+		ON CONFLICT (run_id, fork_block) DO UPDATE
+			SET status = 'pending', depth = excluded.depth, old_hash = excluded.old_hash, new_hash = excluded.new_hash,
+				decide_at = excluded.decide_at, finished_at = NULL, updated_at = now()
+			WHERE rflow.reorg_runs.status = 'reincluded'
+		RETURNING id`, ids, runs, forks, chains, depths, olds, news, decide)
+	if err != nil {
+		return nil, fmt.Errorf("open %d reorg response(s): %w", n, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("open %d reorg response(s): %w", n, err)
+	}
+	return out, nil
+}
+
+// GetResponse loads one response; with forUpdate it locks its row.
+func GetResponse(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Response, error) {
+	q := `SELECT ` + responseColumns + ` FROM rflow.reorg_runs WHERE id = $1`
+	if forUpdate {
+		q += ` FOR UPDATE`
+	}
+	r, err := scanResponse(db.QueryRow(ctx, q, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("reorg response %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load reorg response %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ResponseOf returns the response to run's orphaning at fork (a
+// compensation send's key names both).
+func ResponseOf(ctx context.Context, db DBTX, runID uuid.UUID, fork int64) (*Response, error) {
+	r, err := scanResponse(db.QueryRow(ctx, `SELECT `+responseColumns+` FROM rflow.reorg_runs
+		WHERE run_id = $1 AND fork_block = $2`, runID, fork))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("reorg response of run %s at fork %d: %w", runID, fork, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reorg response of run %s at fork %d: %w", runID, fork, err)
+	}
+	return r, nil
+}
+
+// RunResponses returns a run's responses, oldest first.
+func RunResponses(ctx context.Context, db DBTX, runID uuid.UUID) ([]*Response, error) {
+	rows, err := db.Query(ctx, `SELECT `+responseColumns+` FROM rflow.reorg_runs WHERE run_id = $1 ORDER BY created_at, id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("reorg responses of run %s: %w", runID, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Response, error) { return scanResponse(r) })
+}
+
+// ReincludeRuns is called by the claim gate with the event claims that
+// found their key taken: a log whose run is orphaned, with a response still
+// pending, that is claimed again is back in the canonical chain (same tx
+// hash and log index). The run is un-orphaned and takes the log's new
+// block; its pending response then ends as reincluded. It returns how many
+// runs came back.
+func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) {
+	var wfs, keys, hashes []string
+	var blocks, chains []int64
+	for _, c := range claims {
+		if c.ChainID == 0 || c.BlockHash == "" {
+			continue
+		}
+		wfs, keys, hashes = append(wfs, c.Workflow), append(keys, c.TriggerKey), append(hashes, c.BlockHash)
+		blocks, chains = append(blocks, c.BlockNumber), append(chains, c.ChainID)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs r SET orphaned_at = NULL, block_number = c.block, block_hash = c.hash, updated_at = now()
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS c(workflow, key, block, hash, chain_id)
+		WHERE r.workflow_name = c.workflow AND r.trigger_key = c.key AND r.chain_id = c.chain_id
+		  AND r.orphaned_at IS NOT NULL
+		  AND EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = r.id AND rr.status = 'pending')`,
+		wfs, keys, blocks, hashes, chains)
+	if err != nil {
+		return 0, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// HoldStep marks a queued step of an orphaned run held (no job) while its
+// response is pending, in tx. The run row is locked first and orphaned_at
+// checked again, so a re-inclusion (which updates that row) either
+// committed before — and nothing is held — or sees the hold. It reports
+// whether the step was held.
+func HoldStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int) (bool, error) {
+	var orphaned bool
+	if err := tx.QueryRow(ctx, `SELECT orphaned_at IS NOT NULL FROM rflow.workflow_runs WHERE id = $1 FOR UPDATE`,
+		runID).Scan(&orphaned); err != nil {
+		return false, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
+	}
+	if !orphaned {
+		return false, nil
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE rflow.step_runs SET held_at = now()
+		WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting')`,
+		runID, key, attempt)
+	if err != nil {
+		return false, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// HeldStep is a step released from a hold: its job is enqueued again at
+// its attempt.
+type HeldStep struct {
+	Key     string
+	Attempt int
+}
+
+// ReleaseHeld un-holds the held steps of a run whose log came back, in tx,
+// and returns them so their jobs are enqueued in the same transaction.
+func ReleaseHeld(ctx context.Context, tx pgx.Tx, runID uuid.UUID) ([]HeldStep, error) {
+	rows, err := tx.Query(ctx, `
+		UPDATE rflow.step_runs SET held_at = NULL
+		WHERE run_id = $1 AND held_at IS NOT NULL AND status IN ('queued', 'retrying', 'waiting')
+		RETURNING step_key, attempt`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("release held steps of run %s: %w", runID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[HeldStep])
+	if err != nil {
+		return nil, fmt.Errorf("release held steps of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// EndResponse ends a pending response as reincluded (the log came back), or
+// starts it (status queued, started now) when compensate is set, fenced on
+// it still being pending. It reports whether it was.
+func EndResponse(ctx context.Context, tx pgx.Tx, id uuid.UUID, compensate bool) (bool, error) {
+	q := `UPDATE rflow.reorg_runs SET status = 'reincluded', finished_at = now(), updated_at = now()
+		WHERE id = $1 AND status = 'pending'`
+	if compensate {
+		q = `UPDATE rflow.reorg_runs SET status = 'queued', started_at = now(), updated_at = now()
+			WHERE id = $1 AND status = 'pending'`
+	}
+	tag, err := tx.Exec(ctx, q, id)
+	if err != nil {
+		return false, fmt.Errorf("decide reorg response %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DecisionPoint is how far the chain has come for a response's decision:
+// the run's ingestion cursor (task, phase), or, when it has none (the
+// trigger is gone), the chain's window head.
+func DecisionPoint(ctx context.Context, db DBTX, chainID int64, task, phase string) (int64, error) {
+	var b *int64
+	err := db.QueryRow(ctx, `
+		SELECT coalesce((SELECT block FROM indexer.cursors WHERE task = $2 AND phase = $3 AND chain_id = $1),
+		                (SELECT max(number) FROM indexer.blocks WHERE chain_id = $1))`, chainID, task, phase).Scan(&b)
+	if err != nil {
+		return 0, fmt.Errorf("decision point on chain %d: %w", chainID, err)
+	}
+	if b == nil {
+		return -1, nil
+	}
+	return *b, nil
+}
