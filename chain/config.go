@@ -142,6 +142,10 @@ type Reorg struct {
 	ForkBlock    int64
 	Depth        int
 	OrphanedRuns []uuid.UUID
+	// OldHash is the replaced block's hash at ForkBlock, NewHash the
+	// canonical one now ("" when the chain is shorter); for a replaced
+	// chain, the old and new genesis hashes.
+	OldHash, NewHash string
 }
 
 // Config is what a Service runs.

@@ -227,7 +227,7 @@ func (s *Service) handleReorg(ctx context.Context, n *netState, lease store.Leas
 		}
 		orphaned = len(ids)
 		if s.cfg.OnReorg != nil {
-			r := Reorg{ChainID: chainID, ForkBlock: fork, Depth: rec.Depth, OrphanedRuns: ids}
+			r := Reorg{ChainID: chainID, ForkBlock: fork, Depth: rec.Depth, OrphanedRuns: ids, OldHash: rec.OldHash, NewHash: rec.NewHash}
 			if err := s.cfg.OnReorg(ctx, tx, r); err != nil {
 				return fmt.Errorf("on_reorg hook: %w", err)
 			}

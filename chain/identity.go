@@ -117,7 +117,7 @@ func (s *Service) replaceChain(ctx context.Context, n *netState, lease store.Lea
 		}
 		orphaned = len(ids)
 		if s.cfg.OnReorg != nil {
-			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: ids}
+			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: ids, OldHash: rec.OldHash, NewHash: rec.NewHash}
 			if err := s.cfg.OnReorg(ctx, tx, r); err != nil {
 				return fmt.Errorf("on_reorg hook: %w", err)
 			}

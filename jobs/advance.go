@@ -25,6 +25,9 @@ type advance struct {
 	p   *plan
 	run *store.Run
 	now time.Time
+	// origin is set when run is an on_reorg response: the orphaned run it
+	// answers (reorg.go).
+	origin *origin
 
 	trigger map[string]any
 	rows    map[string]*store.StepRun // the journal, as loaded plus changes
@@ -106,11 +109,15 @@ func (a *advance) env(l loc) workflow.Env {
 	}
 	tv["key"] = a.run.TriggerKey
 	tv["kind"] = string(a.run.TriggerKind) // expressions see plain strings
+	run := a.run
+	if a.origin != nil {
+		run = a.origin.run // a response's expressions see the run it answers
+	}
 	env := workflow.Env{
 		"trigger": tv,
 		"run": map[string]any{
-			"id": a.run.ID.String(), "workflow": a.run.Workflow, "attempt": int64(a.run.Attempt),
-			"generation": a.run.Generation,
+			"id": run.ID.String(), "workflow": run.Workflow, "attempt": int64(run.Attempt),
+			"generation": run.Generation,
 		},
 		"env": a.e.envVars,
 	}
@@ -132,6 +139,9 @@ func (a *advance) env(l loc) workflow.Env {
 		if row := a.visible(id, l.items[:n.depth]); row != nil {
 			steps[id] = map[string]any{"output": a.output(row), "status": string(row.Status)}
 		}
+	}
+	if a.origin != nil {
+		a.origin.addEnv(a, env, steps)
 	}
 	env["steps"] = steps
 	if l.n != nil && l.n.parent != nil {
@@ -331,8 +341,8 @@ func (a *advance) after(ctx context.Context, tx pgx.Tx, l loc, output any) (*loc
 	return nil, a.endOfSection(ctx, tx, l.n.section)
 }
 
-// endOfSection ends the main steps (then finally runs) or the finally block
-// (then the run ends).
+// endOfSection ends the main steps (then finally runs), the finally block
+// or a response's on_reorg steps (then the run or response ends).
 func (a *advance) endOfSection(ctx context.Context, tx pgx.Tx, section string) error {
 	if section == sectionSteps {
 		if first := a.p.first(sectionFinally); first != nil {
@@ -457,7 +467,7 @@ func (a *advance) loadForeach(ctx context.Context, tx pgx.Tx, key string) (*fore
 	if fs := a.foreach[key]; fs != nil {
 		return fs, nil
 	}
-	row, err := store.LockStep(ctx, tx, a.run.ID, key)
+	row, err := store.LockJournalStep(ctx, tx, a.run.Journal, a.run.ID, key)
 	if err != nil {
 		return nil, err
 	}
@@ -539,6 +549,9 @@ func (a *advance) changedRun() bool {
 func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bool, w *store.Writes) (bool, error) {
 	if w == nil {
 		w = &store.Writes{}
+		if len(advs) > 0 {
+			w.Journal = advs[0].run.Journal // one journal per flush
+		}
 	}
 	var steps []store.NewStep
 	for _, a := range advs {
@@ -621,7 +634,8 @@ func stepJob(run *store.Run, key string, attempt int, at *time.Time) river.Inser
 		opts.ScheduledAt = *at
 	}
 	return river.InsertManyParams{
-		Args:       StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt},
+		Args: StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt,
+			Reorg: run.Journal == store.ReorgJournal},
 		InsertOpts: opts,
 	}
 }

@@ -54,7 +54,7 @@ func (e *Engine) checkBreakers(ctx context.Context, tx pgx.Tx, advs []*advance) 
 	var names []string
 	for _, a := range advs {
 		name := a.run.Workflow
-		if _, seen := breakers[name]; seen || !a.ended || a.status != store.RunFailed {
+		if _, seen := breakers[name]; seen || !a.ended || a.status != store.RunFailed || a.origin != nil {
 			continue
 		}
 		p := a.p

@@ -22,6 +22,11 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 	if err != nil {
 		return 0, err
 	}
+	if len(won) < len(claims) {
+		if err := e.reincluded(ctx, tx, claims, won); err != nil {
+			return 0, err
+		}
+	}
 	if len(won) == 0 {
 		return 0, nil
 	}
@@ -50,6 +55,27 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 		return 0, err
 	}
 	return len(won), nil
+}
+
+// reincluded passes the event claims that found their key taken to
+// store.ReincludeRuns: an orphaned log claimed again is back in the
+// canonical chain, and its run is no longer an orphan (reorg.go).
+func (e *Engine) reincluded(ctx context.Context, tx pgx.Tx, claims []store.Claim, won []store.ClaimedRun) error {
+	taken := make([]bool, len(claims))
+	for _, w := range won {
+		taken[w.Index] = true
+	}
+	var lost []store.Claim
+	for i, c := range claims {
+		if !taken[i] && c.TriggerKind == trigger.Event && c.ChainID != 0 {
+			lost = append(lost, c)
+		}
+	}
+	n, err := store.ReincludeRuns(ctx, tx, lost)
+	if n > 0 {
+		e.logger.Info("orphaned logs are back in the canonical chain", "runs", n)
+	}
+	return err
 }
 
 // startRuns plans the beginning of fresh runs and writes it in tx: their

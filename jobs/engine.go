@@ -195,6 +195,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &stepWorker{e: e})
 	river.AddWorker(workers, &pageWorker{e: e})
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
+	river.AddWorker(workers, &reorgWorker{e: e})
 	periodic := []*river.PeriodicJob{}
 	queue := e.queue()
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {

@@ -50,7 +50,7 @@ func (e *Engine) observeOutcome(kind string, o outcome, retried bool) {
 // observeEnded reports the runs an advance ended.
 func (e *Engine) observeEnded(advs []*advance) {
 	for _, a := range advs {
-		if a.ended {
+		if a.ended && a.origin == nil { // a reorg response is not a run
 			e.observer.RunFinished(a.run.Workflow, string(a.status))
 		}
 	}

@@ -12,6 +12,8 @@ import (
 const (
 	sectionSteps   = "steps"
 	sectionFinally = "finally"
+	// sectionReorg is on_reorg:, the steps of a run's reorg response.
+	sectionReorg = "on_reorg"
 )
 
 // plan is a compiled workflow indexed for execution: every step knows its
@@ -37,6 +39,7 @@ func newPlan(wf *workflow.Workflow) *plan {
 	p := &plan{wf: wf, nodes: map[string]*node{}}
 	p.index(wf.Steps, nil, sectionSteps)
 	p.index(wf.Finally, nil, sectionFinally)
+	p.index(wf.OnReorg, nil, sectionReorg)
 	for _, n := range p.nodes {
 		p.waits = p.waits || n.step.WaitFor != nil
 	}
@@ -60,8 +63,11 @@ func (p *plan) index(list []*workflow.Step, parent *node, section string) {
 // first returns the first step of a section, or nil when it is empty.
 func (p *plan) first(section string) *node {
 	list := p.wf.Steps
-	if section == sectionFinally {
+	switch section {
+	case sectionFinally:
 		list = p.wf.Finally
+	case sectionReorg:
+		list = p.wf.OnReorg
 	}
 	if len(list) == 0 {
 		return nil

@@ -121,11 +121,13 @@ func (e *Engine) RehearsalChainConfig(wf *workflow.Workflow) (chain.Config, erro
 // outside a run, a rehearsal engine its session's), so a send's job never
 // lands in another process's queue.
 func (e *Engine) adoptSend(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
-	runID, _, _, ok := parseExternalID(externalID)
+	ref, ok := parseExternalID(externalID)
 	if !ok {
 		return e.rehearsal == nil, nil
 	}
-	run, err := store.GetRun(ctx, tx, runID, false)
+	// A compensation send's key names its run too: the response belongs to
+	// whoever owns the run.
+	run, err := store.GetRun(ctx, tx, ref.run, false)
 	if errors.Is(err, store.ErrNotFound) {
 		return e.rehearsal == nil, nil
 	}

@@ -60,6 +60,9 @@ func (e *Engine) locate(ctx context.Context, db store.DBTX, run *store.Run, jour
 		return nil, stepAt{}, err
 	}
 	a, err := e.newAdvance(p, run, journal)
+	if err == nil && run.Journal == store.ReorgJournal {
+		a.origin, err = e.loadOrigin(ctx, db, run.ID)
+	}
 	return a, at, err
 }
 
@@ -84,7 +87,7 @@ func (p *plan) stepAt(run *store.Run, row *store.StepRun) (stepAt, error) {
 // row and job, or the run's end. It reports false when a fenced write found
 // the run or step moved on; the caller must then roll tx back.
 func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome, at ...stepAt) (bool, error) {
-	w := &store.Writes{}
+	w := &store.Writes{Journal: a.run.Journal}
 	if a.status == store.RunQueued {
 		a.status = store.RunRunning // its first outcome: the run is under way
 	}
@@ -117,7 +120,7 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 				return false, err
 			}
 		case o.abandon:
-			return store.SettleStep(ctx, tx, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepCancelled,
+			return store.SettleJournalStep(ctx, tx, a.run.Journal, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepCancelled,
 				Error: ptr("abandoned: the run failed in another branch")})
 		case o.err == nil:
 			output := mustJSON(o.output)
@@ -147,7 +150,7 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 			// the API and the CLI: no URL credentials, whatever the step.
 			msg := redact.Text(o.err.Error())
 			when := time.Now().Add(l.n.step.Retry.BackoffDelay(attempt))
-			ok, err := store.SettleStep(ctx, tx, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepRetrying,
+			ok, err := store.SettleJournalStep(ctx, tx, a.run.Journal, a.run.ID, key, attempt, store.StepOutcome{Status: store.StepRetrying,
 				Error: &msg, StartedAt: started, NextAttempt: true})
 			if err != nil || !ok {
 				return ok, err

@@ -25,7 +25,7 @@ func (e *Engine) execSend(ctx context.Context, x *attempt) (outcome, error) {
 	if e.relayer == nil {
 		return outcome{err: errors.New("send: the project declares no wallets")}, nil
 	}
-	ext := externalID(x.run.ID, x.step.Key, x.step.Attempt)
+	ext := x.a.sendKey(x.step)
 	if x.l.n.step.Send.Approval != nil {
 		return e.execGatedSend(ctx, x, ext)
 	}
@@ -158,7 +158,7 @@ func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *adva
 			}
 		}
 		now := time.Now()
-		w := &store.Writes{}
+		w := &store.Writes{Journal: a.run.Journal}
 		w.SettleStep(a.run.ID, step.Key, step.Attempt, store.StepOutcome{
 			Status: store.StepWaiting, StartedAt: &now,
 			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
@@ -183,26 +183,23 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	if err := budgets.Finish(ctx, tx, t.ExternalID, t.Status == relayer.StatusConfirmed); err != nil {
 		return err
 	}
-	runID, key, attempt, ok := parseExternalID(t.ExternalID)
+	ref, ok := parseExternalID(t.ExternalID)
 	if !ok {
 		return nil // not an engine send
 	}
-	run, err := store.GetRun(ctx, tx, runID, true)
+	key, attempt := ref.key, ref.attempt
+	run, journal, err := e.lockJournal(ctx, tx, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if run.Status == store.RunCancelled {
-		return e.noteCancelledSend(ctx, tx, runID, key, attempt, t)
+	if run.Status == store.RunCancelled && run.Journal == store.RunJournal {
+		return e.noteCancelledSend(ctx, tx, run.ID, key, attempt, t)
 	}
 	if run.Status.Terminal() {
 		return nil
-	}
-	journal, err := store.RunSteps(ctx, tx, runID)
-	if err != nil {
-		return err
 	}
 	step := findStep(journal, key)
 	if step == nil || step.Attempt != attempt || step.Status != store.StepWaiting {

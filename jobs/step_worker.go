@@ -24,6 +24,16 @@ type StepArgs struct {
 	Generation int64     `json:"generation"`
 	RunAttempt int       `json:"run_attempt"`
 	Attempt    int       `json:"attempt"`
+	// Reorg marks a step of an on_reorg response: RunID is the response's
+	// id and the step lives in its journal (store.ReorgJournal).
+	Reorg bool `json:"reorg,omitempty"`
+}
+
+func (a StepArgs) journal() store.Journal {
+	if a.Reorg {
+		return store.ReorgJournal
+	}
+	return store.RunJournal
 }
 
 // Kind is the River job kind.
@@ -41,7 +51,7 @@ type stepWorker struct {
 // job, so the effect is never the first trace of the step.
 func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
 	e, args := w.e, job.Args
-	run, journal, err := store.RunWithSteps(ctx, e.pool, args.RunID)
+	run, journal, err := store.LoadJournal(ctx, e.pool, args.journal(), args.RunID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -67,6 +77,13 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 		// Completed (its successor was enqueued in the same commit),
 		// failed, skipped or cancelled: nothing left to do.
 		return nil
+	}
+	if run.OrphanedAt != nil && run.Journal == store.RunJournal {
+		// The run's log left the canonical chain: it stops at this step
+		// boundary until its reorg response is decided (reorg.go).
+		if held, err := e.hold(ctx, job, step); held || err != nil {
+			return err
+		}
 	}
 	a, at, err := e.locate(ctx, e.pool, run, journal, step)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/store"
@@ -173,14 +172,6 @@ func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, ge
 		}
 		trig.Reads = append(trig.Reads, rt)
 	}
-	return nil
-}
-
-// onReorg records the orphaned runs; the chain service has already marked
-// them (orphaned_at) in the same transaction. Compensation (on_reorg:) is
-// a later capability; the marks are what it will start from.
-func (e *Engine) onReorg(ctx context.Context, tx pgx.Tx, r chain.Reorg) error {
-	e.logger.Warn("reorg", "chain_id", r.ChainID, "fork_block", r.ForkBlock, "depth", r.Depth, "orphaned_runs", len(r.OrphanedRuns))
 	return nil
 }
 

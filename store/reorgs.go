@@ -43,51 +43,51 @@ func scanResponse(row pgx.Row) (*Response, error) {
 	return &r, err
 }
 
-// NewResponse is a response to open for an orphaned run.
-type NewResponse struct {
-	RunID     uuid.UUID
-	ForkBlock int64
+// ReorgResponses is what OpenResponses needs of a reorg: the fork, its
+// hashes, and after how many blocks past the fork it is decided.
+type ReorgResponses struct {
 	ChainID   int64
+	ForkBlock int64
 	Depth     int
 	OldHash   string
 	NewHash   string
-	DecideAt  int64
+	// Confirmations is the network's depth: a response is decided once the
+	// run's ingestion has passed ForkBlock + Confirmations.
+	Confirmations int
 }
 
 // OpenResponses records, in the reorg's transaction, one pending response
-// per (run, fork). A (run, fork) already answered as reincluded (the log
-// came back, then a later reorg at the same fork block orphaned it again)
-// is pending once more; any other existing response is left alone, so a
-// fork is compensated at most once. It returns the ids of the responses
-// that are now pending, one per given run at most.
-func OpenResponses(ctx context.Context, tx pgx.Tx, rs []NewResponse) ([]uuid.UUID, error) {
-	if len(rs) == 0 {
+// per (run, fork) for the orphaned runs of event triggers among runs (a
+// block or read trigger has no log to re-include or compensate). A (run,
+// fork) already answered as reincluded (the log came back, then a later
+// reorg at the same fork block orphaned it again) is pending once more; any
+// other existing response is left alone, so a fork is compensated at most
+// once. It returns the ids of the responses now pending.
+func OpenResponses(ctx context.Context, tx pgx.Tx, r ReorgResponses, runs []uuid.UUID) ([]uuid.UUID, error) {
+	if len(runs) == 0 {
 		return nil, nil
 	}
-	n := len(rs)
-	ids, runs := make([]uuid.UUID, n), make([]uuid.UUID, n)
-	forks, chains, decide := make([]int64, n), make([]int64, n), make([]int64, n)
-	depths := make([]int32, n)
-	olds, news := make([]string, n), make([]string, n)
-	for i, r := range rs {
-		ids[i], runs[i] = uuid.Must(uuid.NewV7()), r.RunID
-		forks[i], chains[i], decide[i], depths[i] = r.ForkBlock, r.ChainID, r.DecideAt, int32(r.Depth)
-		olds[i], news[i] = r.OldHash, r.NewHash
+	ids := make([]uuid.UUID, len(runs))
+	for i := range runs {
+		ids[i] = uuid.Must(uuid.NewV7())
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO rflow.reorg_runs (id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at)
-		SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bigint[], $5::int[], $6::text[], $7::text[], $8::bigint[])
+		SELECT c.id, r.id, $3, $4, $5, $6, $7, $3 + $8
+		FROM unnest($1::uuid[], $2::uuid[]) AS c(id, run_id)
+		JOIN rflow.workflow_runs r ON r.id = c.run_id AND r.trigger_kind = 'event'
+		ORDER BY r.id
 		ON CONFLICT (run_id, fork_block) DO UPDATE
 			SET status = 'pending', depth = excluded.depth, old_hash = excluded.old_hash, new_hash = excluded.new_hash,
 				decide_at = excluded.decide_at, finished_at = NULL, updated_at = now()
 			WHERE rflow.reorg_runs.status = 'reincluded'
-		RETURNING id`, ids, runs, forks, chains, depths, olds, news, decide)
+		RETURNING id`, ids, runs, r.ForkBlock, r.ChainID, r.Depth, r.OldHash, r.NewHash, int64(r.Confirmations))
 	if err != nil {
-		return nil, fmt.Errorf("open %d reorg response(s): %w", n, err)
+		return nil, fmt.Errorf("open reorg responses on chain %d at fork %d: %w", r.ChainID, r.ForkBlock, err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
-		return nil, fmt.Errorf("open %d reorg response(s): %w", n, err)
+		return nil, fmt.Errorf("open reorg responses on chain %d at fork %d: %w", r.ChainID, r.ForkBlock, err)
 	}
 	return out, nil
 }
@@ -170,7 +170,10 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 // whether the step was held.
 func HoldStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int) (bool, error) {
 	var orphaned bool
-	if err := tx.QueryRow(ctx, `SELECT orphaned_at IS NOT NULL FROM rflow.workflow_runs WHERE id = $1 FOR UPDATE`,
+	if err := tx.QueryRow(ctx, `
+		SELECT r.orphaned_at IS NOT NULL
+		   AND EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = r.id AND rr.status = 'pending')
+		FROM rflow.workflow_runs r WHERE r.id = $1 FOR UPDATE OF r`,
 		runID).Scan(&orphaned); err != nil {
 		return false, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
 	}
