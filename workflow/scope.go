@@ -27,6 +27,7 @@ func absentReasons() map[string]string {
 		"index":   "index is only available inside a foreach step's steps",
 		"steps":   "steps is not available in trigger conditions (no step has run yet)",
 		"run":     "run is not available in trigger conditions (the run does not exist yet)",
+		"reorg":   "reorg is only available in on_reorg steps",
 	}
 }
 
@@ -144,6 +145,20 @@ func stepScope(ctx *wfCtx) *scope {
 	delete(sc.absent, "steps")
 	delete(sc.absent, "run")
 	return sc
+}
+
+// reorgT is what on_reorg steps see of the reorg that orphaned their run's
+// log; run_status is the run's status once it was stopped.
+var reorgT = objectT("reorg", map[string]*typ{"chain_id": intT, "fork_block": intT, "depth": intT,
+	"old_hash": hashT, "new_hash": hashT, "run_status": stringT})
+
+// reorgScope is the scope of on_reorg steps: the steps' scope (steps.<id>
+// are the orphaned run's, as it stood when it was stopped) plus reorg.
+func reorgScope(base *scope) *scope {
+	out := &scope{vars: maps.Clone(base.vars), absent: maps.Clone(base.absent)}
+	out.vars["reorg"] = reorgT
+	delete(out.absent, "reorg")
+	return out
 }
 
 // waitScope is the scope of a wait_for event's where: event is the awaited

@@ -103,7 +103,7 @@ func (l *loader) workflow(n *node) *Workflow {
 	if or := m["on_reorg"]; !or.isNull() && w.Trigger.Kind != "" && w.Trigger.Kind != trigger.Event {
 		l.errorf(keyPos(n, "on_reorg"), "workflow %s: on_reorg needs an event trigger (a %s trigger has no log to orphan)", w.Name, w.Trigger.Kind)
 	}
-	w.OnReorg = l.steps(ctx, m["on_reorg"], "on_reorg", ctx.base, nil)
+	w.OnReorg = l.steps(ctx, m["on_reorg"], "on_reorg", reorgScope(ctx.base), nil)
 	l.sendWarnings(w)
 	return w
 }
