@@ -73,7 +73,7 @@ func OpenResponses(ctx context.Context, tx pgx.Tx, r ReorgResponses, runs []uuid
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO rflow.reorg_runs (id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at)
-		SELECT c.id, r.id, $3, $4, $5, $6, $7, $3 + $8
+		SELECT c.id, r.id, $3::bigint, $4::bigint, $5::int, $6::text, $7::text, $3::bigint + $8::bigint
 		FROM unnest($1::uuid[], $2::uuid[]) AS c(id, run_id)
 		JOIN rflow.workflow_runs r ON r.id = c.run_id AND r.trigger_kind = 'event'
 		ORDER BY r.id

@@ -237,6 +237,14 @@ func (n *Node) ReorgWith(depth int, txs ...ReorgTx) {
 	n.Call(nil, "anvil_reorg", depth, list)
 }
 
+// RawTx returns a mined transaction's signed bytes.
+func (n *Node) RawTx(hash common.Hash) hexutil.Bytes {
+	n.t.Helper()
+	var raw hexutil.Bytes
+	n.Call(&raw, "eth_getRawTransactionByHash", hash)
+	return raw
+}
+
 // BlockNumber returns the current head.
 func (n *Node) BlockNumber() uint64 {
 	n.t.Helper()
