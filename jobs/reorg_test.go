@@ -28,7 +28,7 @@ func reorgProject(node *anviltest.Node, em *anviltest.Emitter, recv *receiver, r
 	return fmt.Sprintf(`
 name: reorgs
 networks:
-  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 6, block_poll_interval: 100ms }
 wallets:
   - { name: ops, private_key: "${OPS_KEY}" }
 contracts:
@@ -57,7 +57,7 @@ workflows:
             run_status: "${{ reorg.run_status }}"
             wait1: "${{ steps.wait1?.status ?? 'none' }}"
             act: "${{ steps.act?.status ?? 'none' }}"
-            act_n: "${{ steps.act?.output?.n ?? 0 }}"
+            act_n: "${{ steps.act?.output?.body?.n ?? 0 }}"
             act2: "${{ steps.act2?.status ?? 'none' }}"
             amount: "${{ event.amount }}"
       - { id: pause, delay: %[6]s }
