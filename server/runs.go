@@ -97,6 +97,14 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
+	if v := q.Get("compensated"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query", message: "compensated must be true or false"})
+			return
+		}
+		f.Compensated = b
+	}
 	if v := q.Get("before"); v != "" {
 		id, err := uuid.Parse(v)
 		if err != nil {
@@ -127,14 +135,16 @@ type runResponse struct {
 	Run *Run `json:"run"`
 }
 
-// runDetail is a run with its whole step journal and its wait_for waits.
+// runDetail is a run with its whole step journal, its wait_for waits and
+// the on_reorg responses to its orphaning (when a reorg orphaned its log).
 type runDetail struct {
 	Run   *Run    `json:"run"`
 	Steps []*Step `json:"steps"`
 	// Approvals are the run's approval gates, decided or not (who, when, why).
 	Approvals []*Approval `json:"approvals"`
 	// Waits are the run's wait_for conditions and what matched them.
-	Waits []*store.Wait `json:"waits,omitempty"`
+	Waits  []*store.Wait `json:"waits,omitempty"`
+	Reorgs []*Response   `json:"reorg_responses,omitempty"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +173,13 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Approvals: NewApprovals(aps), Waits: waits})
+	reorgs, err := RunResponses(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Approvals: NewApprovals(aps), Waits: waits,
+		Reorgs: reorgs})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -102,4 +103,44 @@ type Workflow struct {
 func NewWorkflow(w *store.WorkflowRow) *Workflow {
 	return &Workflow{Name: w.Name, Generation: w.Generation, SpecHash: w.SpecHash, Paused: w.Paused,
 		PausedAt: w.PausedAt, PausedReason: w.PausedReason, UpdatedAt: w.UpdatedAt}
+}
+
+// Response is an on_reorg response as the API shows it: what rflow did
+// about a run whose triggering log a reorg orphaned, with its own step
+// journal (the compensation steps).
+type Response struct {
+	ID         uuid.UUID  `json:"id"`
+	RunID      uuid.UUID  `json:"run_id"`
+	ChainID    int64      `json:"chain_id"`
+	ForkBlock  int64      `json:"fork_block"`
+	Depth      int        `json:"depth"`
+	OldHash    string     `json:"old_hash,omitempty"`
+	NewHash    string     `json:"new_hash,omitempty"`
+	DecideAt   int64      `json:"decide_at"`
+	Status     string     `json:"status"`
+	Error      *string    `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Steps      []*Step    `json:"steps"`
+}
+
+// RunResponses loads a run's on_reorg responses with their journals, oldest
+// first; it is never nil.
+func RunResponses(ctx context.Context, db store.DBTX, runID uuid.UUID) ([]*Response, error) {
+	rs, err := store.RunResponses(ctx, db, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Response, len(rs))
+	for i, r := range rs {
+		steps, err := store.JournalSteps(ctx, db, store.ReorgJournal, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = &Response{ID: r.ID, RunID: r.RunID, ChainID: r.ChainID, ForkBlock: r.ForkBlock, Depth: r.Depth,
+			OldHash: r.OldHash, NewHash: r.NewHash, DecideAt: r.DecideAt, Status: string(r.Status), Error: r.Error,
+			CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Steps: NewSteps(steps)}
+	}
+	return out, nil
 }

@@ -210,7 +210,7 @@ func TestRunsShowNotesOrphanedAndSyntheticRuns(t *testing.T) {
 	var b bytes.Buffer
 	printRunNotes(&b, &store.Run{Trigger: []byte(`{"event":{},"synthetic":true}`), OrphanedAt: &at, BlockNumber: &block})
 	require.Equal(t, "          synthetic: fired by hand with rflow run --event, not emitted on chain\n"+
-		"orphaned  2026-01-02T03:04:05Z: its block 77 was reorged away (the run is kept; see docs/reliability.md)\n", b.String())
+		"orphaned  2026-01-02T03:04:05Z: its block 77 was reorged away (see the reorg response below and docs/reorgs.md)\n", b.String())
 	b.Reset()
 	printRunNotes(&b, &store.Run{Trigger: []byte(`{"event":{}}`)})
 	require.Empty(t, b.String())

@@ -34,6 +34,7 @@ func runsCommand() *cli.Command {
 					&cli.StringFlag{Name: "status", Usage: "only runs in this status (" + joinStatuses(store.RunStatuses()) + ")"},
 					&cli.BoolFlag{Name: "failed", Usage: "only failed runs (the dead letter queue)"},
 					&cli.BoolFlag{Name: "rehearsals", Usage: "include the runs of replays and tests (hidden unless --workflow names one)"},
+					&cli.BoolFlag{Name: "compensated", Usage: "only runs a reorg orphaned and whose on_reorg response started"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many runs"},
 					&cli.StringFlag{Name: "after", Usage: "the page after this cursor (next_cursor of -o json; a run id)"},
 					&cli.BoolFlag{Name: "all", Usage: "every run, page by page (no --limit)"},
@@ -113,7 +114,7 @@ type runList struct {
 
 func runsList(c *cli.Context) error {
 	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit"),
-		Rehearsals: c.Bool("rehearsals")}
+		Rehearsals: c.Bool("rehearsals"), Compensated: c.Bool("compensated")}
 	if c.Bool("failed") {
 		if f.Status != "" && f.Status != store.RunFailed {
 			return usagef("--failed and --status %s contradict each other", f.Status)
@@ -203,7 +204,8 @@ type runDetail struct {
 	Approvals []*server.Approval `json:"approvals"`
 	// Waits are the run's wait_for conditions: what each awaits, its
 	// deadline, and the event that matched.
-	Waits []*store.Wait `json:"waits,omitempty"`
+	Waits  []*store.Wait      `json:"waits,omitempty"`
+	Reorgs []*server.Response `json:"reorg_responses,omitempty"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -232,12 +234,16 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reorgs, err := server.RunResponses(c.Context, db.Pool, id)
+	if err != nil {
+		return err
+	}
 	if c.String("output") == "json" {
 		aps, err := store.ListApprovals(c.Context, db.Pool, store.ApprovalFilter{RunID: id})
 		if err != nil {
 			return err
 		}
-		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps), waits})
+		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps), waits, reorgs})
 		return err
 	}
 	if err := checkOutput(c); err != nil {
@@ -255,19 +261,31 @@ func runsShow(c *cli.Context) error {
 	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+	printSteps(c.Context, db.Pool, w, steps)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printWaits(out, waits)
+	if err := printApprovals(c.Context, out, db.Pool, run); err != nil {
+		return err
+	}
+	return printResponses(c.Context, db.Pool, out, reorgs)
+}
+
+// printSteps prints journal rows, one a line, under the STEP header.
+func printSteps(ctx context.Context, db store.DBTX, w *tabwriter.Writer, steps []*store.StepRun) {
 	fmt.Fprintln(w, "STEP\tKIND\tSTATUS\tATTEMPT\tDURATION\tDETAIL")
 	for _, s := range steps {
 		dur := ""
 		if s.StartedAt != nil && s.FinishedAt != nil {
 			dur = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, stepDetail(c.Context, db.Pool, s))
+		detail := stepDetail(ctx, db, s)
+		if s.HeldAt != nil {
+			detail = "held: its log was orphaned; waiting for the reorg's decision"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, detail)
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	printWaits(out, waits)
-	return printApprovals(c.Context, out, db.Pool, run)
 }
 
 func runsRetry(c *cli.Context) error {

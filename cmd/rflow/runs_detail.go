@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
+	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -26,7 +28,7 @@ func printRunNotes(w io.Writer, run *store.Run) {
 		if run.BlockNumber != nil {
 			block = fmt.Sprintf(" %d", *run.BlockNumber)
 		}
-		fmt.Fprintf(w, "orphaned  %s: its block%s was reorged away (the run is kept; see docs/reliability.md)\n",
+		fmt.Fprintf(w, "orphaned  %s: its block%s was reorged away (see the reorg response below and docs/reorgs.md)\n",
 			run.OrphanedAt.UTC().Format(time.RFC3339), block)
 	}
 }
@@ -97,4 +99,50 @@ func printWaits(w io.Writer, waits []*store.Wait) {
 			fmt.Fprintf(w, "  event   %s\n", oneLine(string(wt.EventData), 200))
 		}
 	}
+}
+
+// printResponses prints a run's on_reorg responses under `runs show`: the
+// reorg, what was decided and the compensation steps.
+func printResponses(ctx context.Context, db store.DBTX, out io.Writer, rs []*server.Response) error {
+	for _, r := range rs {
+		fmt.Fprintf(out, "\nreorg response %s\n  fork      block %d on chain %d, depth %d (old %s, new %s)\n  status    %s\n",
+			r.ID, r.ForkBlock, r.ChainID, r.Depth, shortHash(r.OldHash), shortHash(r.NewHash), responseStatus(r))
+		if r.Error != nil {
+			fmt.Fprintf(out, "  error     %s\n", *r.Error)
+		}
+		steps, err := store.JournalSteps(ctx, db, store.ReorgJournal, r.ID)
+		if err != nil {
+			return err
+		}
+		if len(steps) == 0 {
+			continue
+		}
+		fmt.Fprintln(out)
+		w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+		printSteps(ctx, db, w, steps)
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func responseStatus(r *server.Response) string {
+	switch store.RunStatus(r.Status) {
+	case store.RunPending:
+		return fmt.Sprintf("pending: decided once the run's ingestion passes block %d", r.DecideAt)
+	case store.RunReincluded:
+		return "reincluded: the log is back in the canonical chain; the run went on"
+	}
+	return r.Status + " (on_reorg compensation)"
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:10] + "…"
+	}
+	if h == "" {
+		return "-"
+	}
+	return h
 }
