@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -144,6 +145,42 @@ func TestCrashDuringReorgResponse(t *testing.T) {
 			var runID uuid.UUID
 			require.NoError(t, pool.QueryRow(ctx, `SELECT run_id FROM rflow.reorg_runs WHERE id = $1`, resp).Scan(&runID))
 			require.Equal(t, fmt.Sprintf("rflow-reorg:%s:%d:pay1:1", runID, orphan.BlockNumber.Int64()), key)
+
+			// The operator's view: runs show has the response and its
+			// steps; runs list --compensated finds the run.
+			out, stderr, code := rflowCmd(t, "--database-url", dbURL, "runs", "show", runID.String(), "-c", config)
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, out, "reorg response "+resp.String())
+			require.Contains(t, out, fmt.Sprintf("fork      block %d on chain 31337, depth 1", orphan.BlockNumber.Int64()))
+			require.Regexp(t, `pay2\s+send\s+completed\s+1`, out)
+			out, stderr, code = rflowCmd(t, "--database-url", dbURL, "runs", "show", runID.String(), "-c", config, "-o", "json")
+			require.Equal(t, 0, code, stderr)
+			var detail struct {
+				Status string `json:"status"`
+				Reorgs []struct {
+					ID     uuid.UUID `json:"id"`
+					Status string    `json:"status"`
+					Steps  []struct {
+						Key string `json:"step_key"`
+					} `json:"steps"`
+				} `json:"reorg_responses"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &detail))
+			require.Len(t, detail.Reorgs, 1)
+			require.Equal(t, "completed", detail.Reorgs[0].Status)
+			require.Len(t, detail.Reorgs[0].Steps, 3)
+			for _, flags := range [][]string{{"--compensated"}, {}} {
+				out, stderr, code = rflowCmd(t, append([]string{"--database-url", dbURL, "runs", "list", "-c", config, "-o", "json"}, flags...)...)
+				require.Equal(t, 0, code, stderr)
+				var list struct {
+					Runs []struct {
+						ID uuid.UUID `json:"id"`
+					} `json:"runs"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(out), &list))
+				require.Len(t, list.Runs, 1, flags)
+				require.Equal(t, runID, list.Runs[0].ID)
+			}
 		})
 	}
 }
