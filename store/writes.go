@@ -26,7 +26,7 @@ type Writes struct {
 
 const settleStepSQL = `
 	SET status = $4, output = COALESCE($5::jsonb, output), error = $6, attempt = attempt + $7,
-		started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at),
+		started_at = COALESCE($8, started_at), wake_at = COALESCE($9, wake_at), held_at = NULL,
 		finished_at = CASE WHEN $4 IN ('completed', 'failed') THEN now() END
 	WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting', 'running')`
 

@@ -281,7 +281,7 @@ func printSteps(ctx context.Context, db store.DBTX, w *tabwriter.Writer, steps [
 			dur = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
 		}
 		detail := stepDetail(ctx, db, s)
-		if s.HeldAt != nil {
+		if s.HeldAt != nil && (s.Status == store.StepQueued || s.Status == store.StepRetrying || s.Status == store.StepWaiting) {
 			detail = "held: its log was orphaned; waiting for the reorg's decision"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, detail)
