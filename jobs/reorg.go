@@ -36,6 +36,11 @@ import (
 // reached the network's depth.
 const reorgPoll = 250 * time.Millisecond
 
+// stuckCursorBlocks is how far past a response's decision block the chain's
+// head goes before the response is decided without its trigger's cursor:
+// the default window (chain.Config), beyond which no rewind re-reads a log.
+const stuckCursorBlocks = 256
+
 // ReorgArgs is the River job that decides an on_reorg response and starts
 // it.
 type ReorgArgs struct {
@@ -95,11 +100,14 @@ func (w *reorgWorker) Work(ctx context.Context, job *river.Job[ReorgArgs]) error
 		return err
 	}
 	if run.OrphanedAt != nil {
-		at, err := store.DecisionPoint(ctx, e.pool, resp.ChainID, chain.TaskName("event", run.Workflow), phaseOf(run))
+		cursor, head, err := store.DecisionPoint(ctx, e.pool, resp.ChainID, chain.TaskName("event", run.Workflow), phaseOf(run))
 		if err != nil {
 			return err
 		}
-		if at < resp.DecideAt {
+		// A cursor that no longer moves (its workflow was removed) would
+		// keep the response pending for ever: past a window's length the
+		// log cannot be read again anyway.
+		if cursor < resp.DecideAt && head < resp.DecideAt+stuckCursorBlocks {
 			return river.JobSnooze(reorgPoll)
 		}
 	}

@@ -232,18 +232,14 @@ func EndResponse(ctx context.Context, tx pgx.Tx, id uuid.UUID, compensate bool) 
 }
 
 // DecisionPoint is how far the chain has come for a response's decision:
-// the run's ingestion cursor (task, phase), or, when it has none (the
-// trigger is gone), the chain's window head.
-func DecisionPoint(ctx context.Context, db DBTX, chainID int64, task, phase string) (int64, error) {
-	var b *int64
-	err := db.QueryRow(ctx, `
-		SELECT coalesce((SELECT block FROM indexer.cursors WHERE task = $2 AND phase = $3 AND chain_id = $1),
-		                (SELECT max(number) FROM indexer.blocks WHERE chain_id = $1))`, chainID, task, phase).Scan(&b)
+// the block of the run's ingestion cursor (task, phase) on chainID, -1 when
+// it has none, and the chain's window head (-1 when empty).
+func DecisionPoint(ctx context.Context, db DBTX, chainID int64, task, phase string) (cursor, head int64, err error) {
+	err = db.QueryRow(ctx, `
+		SELECT coalesce((SELECT block FROM indexer.cursors WHERE task = $2 AND phase = $3 AND chain_id = $1), -1),
+		       coalesce((SELECT max(number) FROM indexer.blocks WHERE chain_id = $1), -1)`, chainID, task, phase).Scan(&cursor, &head)
 	if err != nil {
-		return 0, fmt.Errorf("decision point on chain %d: %w", chainID, err)
+		return 0, 0, fmt.Errorf("decision point on chain %d: %w", chainID, err)
 	}
-	if b == nil {
-		return -1, nil
-	}
-	return *b, nil
+	return cursor, head, nil
 }
