@@ -1,0 +1,135 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/store"
+)
+
+const reorgStepsProject = `
+name: reorgsteps
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: credit
+    trigger:
+      event: { contract: Vault, event: Deposit, run_on: head }
+    steps:
+      - id: act
+        http_call: { method: POST, url: "%[1]s/act" }
+    on_reorg:
+      - id: each
+        foreach: "${{ [10, 20, 30] }}"
+        steps:
+          - id: undo
+            http_call: { method: POST, url: "%[1]s/undo/${{ item }}" }
+      - id: seen
+        if: "${{ steps.act.status == 'completed' && len(steps.each.output) == 3 }}"
+        http_call: { method: POST, url: "%[1]s/seen", body: { fork: "${{ reorg.fork_block }}", run: "${{ run.id }}" } }
+      - id: skipped
+        if: "${{ reorg.depth > 100 }}"
+        http_call: { method: POST, url: "%[1]s/never" }
+      - id: flaky
+        http_call: { method: POST, url: "%[1]s/flaky" }
+        retry: { max_attempts: 3, backoff: fixed, delay: 10ms }
+      - id: boom
+        fail: "compensation gave up at fork ${{ reorg.fork_block }}"
+`
+
+// TestOnReorgStepsRunOnTheRunEngine: a response's steps are executed by the
+// same engine as a run's — foreach items journal as each[i], if: skips,
+// retry: retries at new attempts, fail: fails the response with its
+// message — in the response's own journal, and expressions see the run's
+// steps, the run and the reorg. The reorg is applied the way the chain
+// service applies it (store.ApplyReorg, then the engine's OnReorg hook, in
+// one transaction), so no chain is needed.
+func TestOnReorgStepsRunOnTheRunEngine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recv := newReceiver(t)
+	pool, e := deployed(t, chainProject(t, fmt.Sprintf(reorgStepsProject, recv.URL), nil))
+	recv.mu.Lock()
+	recv.status["/flaky"] = []int{503}
+	recv.mu.Unlock()
+
+	const fork = 5
+	var runID uuid.UUID
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":0"
+		if _, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: key, TriggerKind: "event",
+			Trigger: []byte(`{"event": {"amount": 3}, "block": 5, "phase": "head"}`), ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs`).Scan(&runID)
+	}))
+	require.Eventually(t, func() bool { return len(recv.got("/act")) == 1 }, 20*time.Second, 20*time.Millisecond)
+
+	// The reorg replaces block 5 and the window runs far past it (no
+	// trigger cursor exists here, so the window decides).
+	var canonical []store.IndexedBlock
+	for n := int64(fork); n <= fork+300; n++ {
+		canonical = append(canonical, store.IndexedBlock{Number: n, Hash: fmt.Sprintf("0x%064x", n), ParentHash: fmt.Sprintf("0x%064x", n-1)})
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ids, err := store.ApplyReorg(ctx, tx, store.ReorgRecord{ChainID: 31337, ForkBlock: fork, Depth: 1, OldHash: "0xaa",
+			NewHash: canonical[0].Hash}, canonical, 1000)
+		if err != nil {
+			return err
+		}
+		return e.ChainConfig().OnReorg(ctx, tx, chain.Reorg{ChainID: 31337, ForkBlock: fork, Depth: 1, OrphanedRuns: ids,
+			OldHash: "0xaa", NewHash: canonical[0].Hash})
+	}))
+
+	var resp *store.Response
+	require.Eventually(t, func() bool {
+		rs, err := store.RunResponses(ctx, pool, runID)
+		require.NoError(t, err)
+		resp = rs[0]
+		return resp.Status.Terminal()
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, store.RunFailed, resp.Status)
+	require.NotNil(t, resp.Error)
+	require.Contains(t, *resp.Error, "compensation gave up at fork 5")
+
+	steps, err := store.JournalSteps(ctx, pool, store.ReorgJournal, resp.ID)
+	require.NoError(t, err)
+	byKey := map[string]*store.StepRun{}
+	for _, s := range steps {
+		byKey[s.Key] = s
+	}
+	for i := range 3 {
+		require.Equal(t, store.StepCompleted, byKey[fmt.Sprintf("undo[%d]", i)].Status)
+	}
+	require.Equal(t, store.StepCompleted, byKey["each"].Status)
+	require.Equal(t, store.StepCompleted, byKey["seen"].Status)
+	require.Equal(t, store.StepSkipped, byKey["skipped"].Status)
+	require.Equal(t, store.StepCompleted, byKey["flaky"].Status)
+	require.Equal(t, 2, byKey["flaky"].Attempt, "retried once")
+	require.Equal(t, store.StepFailed, byKey["boom"].Status)
+	for _, p := range []string{"/undo/10", "/undo/20", "/undo/30", "/seen"} {
+		require.Len(t, recv.got(p), 1, p)
+	}
+	require.Len(t, recv.got("/flaky"), 2)
+	require.Empty(t, recv.got("/never"))
+	require.JSONEq(t, fmt.Sprintf(`{"fork": 5, "run": %q}`, runID), recv.got("/seen")[0].Body)
+
+	// The run itself had completed: it keeps its status and journal, and
+	// a failed response does not trip anything on it.
+	run, err := store.GetRun(ctx, pool, runID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RunCompleted, run.Status)
+	require.NotNil(t, run.OrphanedAt)
+	list, err := store.ListRuns(ctx, pool, store.RunFilter{Compensated: true})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+}
