@@ -184,12 +184,16 @@ func TestOnReorgCompensatesOncePerFork(t *testing.T) {
 		acted, acted2       int    // /act and /act2 calls
 		wait1Status, act    string // what the response sees of them
 		runStatus           store.RunStatus
+		// held is the step the run stops at while its response is
+		// pending (mining waits until it is held): a delay whose job
+		// comes due after the reorg is not completed.
+		held string
 	}{
-		{phase: "before", depth: 1, wait1: "4s", wait2: "1ms", pause: "1ms", wait1Status: "cancelled", act: "none", runStatus: store.RunCancelled},
-		{phase: "mid", depth: 2, wait1: "1ms", wait2: "4s", pause: "1ms", acted: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCancelled},
+		{phase: "before", depth: 1, wait1: "2s", wait2: "1ms", pause: "1ms", wait1Status: "cancelled", act: "none", runStatus: store.RunCancelled, held: "wait1"},
+		{phase: "mid", depth: 2, wait1: "1ms", wait2: "2s", pause: "1ms", acted: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCancelled, held: "wait2"},
 		{phase: "after", depth: 3, wait1: "1ms", wait2: "1ms", pause: "1ms", acted: 1, acted2: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCompleted},
 		{phase: "response", depth: 4, wait1: "1ms", wait2: "1ms", pause: "4s", acted: 1, acted2: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCompleted},
-		{phase: "mid-deep", depth: 5, wait1: "1ms", wait2: "5s", pause: "1ms", acted: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCancelled},
+		{phase: "mid-deep", depth: 5, wait1: "1ms", wait2: "2s", pause: "1ms", acted: 1, wait1Status: "completed", act: "completed", runStatus: store.RunCancelled, held: "wait2"},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/depth%d", tc.phase, tc.depth), func(t *testing.T) {
@@ -217,6 +221,18 @@ func TestOnReorgCompensatesOncePerFork(t *testing.T) {
 			eventually(t, 20*time.Second, "the orphan marked", func() bool {
 				return b.count(t, `SELECT count(*) FROM rflow.workflow_runs WHERE id = $1 AND orphaned_at IS NOT NULL`, runID) == 1
 			})
+			if tc.held != "" {
+				// The fork is not deep enough yet: the run reaches its next
+				// step boundary and stops there, its step held, no job.
+				eventually(t, 10*time.Second, "step "+tc.held+" held", func() bool {
+					return b.count(t, `SELECT count(*) FROM rflow.step_runs WHERE run_id = $1 AND step_key = $2
+						AND status = 'waiting' AND held_at IS NOT NULL`, runID, tc.held) == 1
+				})
+				require.Equal(t, 1, b.count(t, `SELECT count(*) FROM rflow.reorg_runs WHERE run_id = $1 AND status = 'pending'`, runID))
+				time.Sleep(500 * time.Millisecond)
+				require.Len(t, b.recv.got("/act"), tc.acted, "nothing after a held step runs")
+				require.Empty(t, b.recv.got("/act2"), "nothing after a held step runs")
+			}
 			b.mining(t)
 			if tc.phase == "response" {
 				eventually(t, 40*time.Second, "the response under way", func() bool { return len(b.recv.got("/undo")) == 1 })
