@@ -227,11 +227,12 @@ func (e *Engine) compensate(ctx context.Context, tx pgx.Tx, run *store.Run, resp
 }
 
 // hold stops an orphaned run at the step boundary its job reached: the
-// step stays queued, held, with no job, and the job completes. It reports
-// false when the run is no longer orphaned (or has no pending response):
-// then nothing was written and the step runs.
+// step stays queued (or waiting), held, with no job, and the job completes.
+// It reports false when the run is no longer orphaned (or has no pending
+// response): then nothing was written and the step runs.
 func (e *Engine) hold(ctx context.Context, job *river.Job[StepArgs], step *store.StepRun) (bool, error) {
 	errNotHeld := errors.New("not held")
+	var h store.Hold
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		if err != nil {
@@ -240,12 +241,11 @@ func (e *Engine) hold(ctx context.Context, job *river.Job[StepArgs], step *store
 		if done.State != rivertype.JobStateCompleted {
 			return errStale
 		}
-		held, err := store.HoldStep(ctx, tx, job.Args.RunID, step.Key, step.Attempt)
-		if err != nil {
+		if h, err = store.HoldStep(ctx, tx, job.Args.RunID, step.Key, step.Attempt); err != nil {
 			return err
 		}
-		if !held {
-			return errNotHeld
+		if h == store.NotHeld {
+			return errNotHeld // roll the job's completion back: it runs the step
 		}
 		return nil
 	})
@@ -257,6 +257,9 @@ func (e *Engine) hold(ctx context.Context, job *river.Job[StepArgs], step *store
 		return true, nil
 	case err != nil:
 		return false, err
+	case h == store.HoldStale:
+		e.stale("orphaned run moved on", job.Args, "")
+		return true, nil
 	}
 	e.logger.Info("orphaned run held at a step boundary until its reorg is decided", "run", job.Args.RunID, "step", step.Key)
 	return true, nil

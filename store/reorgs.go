@@ -150,6 +150,17 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 	if len(keys) == 0 {
 		return 0, nil
 	}
+	// Lock the orphaned runs first, then update in a new statement: under
+	// READ COMMITTED that statement's snapshot sees a decision that
+	// committed while this one waited for the lock (its response is then
+	// no longer pending), which a single UPDATE's EXISTS would not.
+	if _, err := tx.Exec(ctx, `
+		SELECT r.id FROM rflow.workflow_runs r
+		JOIN unnest($1::text[], $2::text[]) AS c(workflow, key) ON r.workflow_name = c.workflow AND r.trigger_key = c.key
+		WHERE r.orphaned_at IS NOT NULL
+		ORDER BY r.id FOR UPDATE OF r`, wfs, keys); err != nil {
+		return 0, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
+	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE rflow.workflow_runs r SET orphaned_at = NULL, block_number = c.block, block_hash = c.hash, updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS c(workflow, key, block, hash, chain_id)
@@ -163,31 +174,56 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 	return int(tag.RowsAffected()), nil
 }
 
-// HoldStep marks a queued step of an orphaned run held (no job) while its
-// response is pending, in tx. The run row is locked first and orphaned_at
-// checked again, so a re-inclusion (which updates that row) either
-// committed before — and nothing is held — or sees the hold. It reports
-// whether the step was held.
-func HoldStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int) (bool, error) {
+// Hold is what HoldStep did.
+type Hold int
+
+// Hold results.
+const (
+	// NotHeld: the run is not an orphan awaiting its decision; the step
+	// runs as usual.
+	NotHeld Hold = iota
+	// Held: the step is held; its job completes without executing it.
+	Held
+	// HoldStale: the run finished (a decision cancelled it) or the step
+	// moved on meanwhile: nothing to execute.
+	HoldStale
+)
+
+// HoldStep holds a step of an orphaned run (held_at set, no job) while the
+// run's reorg response is pending, in tx. The run row is locked first and
+// read again, so a re-inclusion or a decision (both update that row)
+// either committed before — and is seen — or waits for this transaction.
+func HoldStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, attempt int) (Hold, error) {
+	var status RunStatus
 	var orphaned bool
-	if err := tx.QueryRow(ctx, `
-		SELECT r.orphaned_at IS NOT NULL
-		   AND EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = r.id AND rr.status = 'pending')
-		FROM rflow.workflow_runs r WHERE r.id = $1 FOR UPDATE OF r`,
-		runID).Scan(&orphaned); err != nil {
-		return false, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
+	if err := tx.QueryRow(ctx, `SELECT status, orphaned_at IS NOT NULL FROM rflow.workflow_runs WHERE id = $1 FOR UPDATE`,
+		runID).Scan(&status, &orphaned); err != nil {
+		return NotHeld, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
 	}
-	if !orphaned {
-		return false, nil
+	switch {
+	case status.Terminal():
+		return HoldStale, nil
+	case !orphaned:
+		return NotHeld, nil
 	}
-	tag, err := tx.Exec(ctx, `
-		UPDATE rflow.step_runs SET held_at = now()
-		WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting')`,
-		runID, key, attempt)
-	if err != nil {
-		return false, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
+	var pending, held bool
+	err := tx.QueryRow(ctx, `
+		WITH p AS (SELECT EXISTS (SELECT 1 FROM rflow.reorg_runs WHERE run_id = $1 AND status = 'pending') AS pending),
+		u AS (
+			UPDATE rflow.step_runs SET held_at = now()
+			WHERE run_id = $1 AND step_key = $2 AND attempt = $3 AND status IN ('queued', 'retrying', 'waiting')
+			  AND (SELECT pending FROM p)
+			RETURNING 1)
+		SELECT (SELECT pending FROM p), EXISTS (SELECT 1 FROM u)`, runID, key, attempt).Scan(&pending, &held)
+	switch {
+	case err != nil:
+		return NotHeld, fmt.Errorf("hold step %s of run %s: %w", key, runID, err)
+	case !pending:
+		return NotHeld, nil // an orphan with no response (a block or read trigger's)
+	case !held:
+		return HoldStale, nil
 	}
-	return tag.RowsAffected() == 1, nil
+	return Held, nil
 }
 
 // HeldStep is a step released from a hold: its job is enqueued again at
