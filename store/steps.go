@@ -116,12 +116,6 @@ func SettleJournalStep(ctx context.Context, tx pgx.Tx, j Journal, runID uuid.UUI
 	return w.Send(ctx, tx)
 }
 
-// LockStep locks a journal row for the rest of tx (foreach bookkeeping
-// serialises concurrent item completions on the foreach row).
-func LockStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string) (*StepRun, error) {
-	return LockJournalStep(ctx, tx, RunJournal, runID, key)
-}
-
 // Batcher is a pool, connection or transaction that can send a batch.
 type Batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
