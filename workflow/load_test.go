@@ -213,6 +213,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"6:16: in ${{ reorg.depth }}: reorg is only available in on_reorg steps"}},
 		{"unknown reorg field", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit }\n" + steps + "on_reorg:\n  - id: b\n    fail: \"${{ reorg.fork + steps.a.status + reorg.old_hash }}\"\n",
 			[]string{"9:22: in ${{ reorg.fork + steps.a.status + reorg.old_hash }}: unknown field fork of reorg (fields: chain_id, depth, fork_block, new_hash, old_hash, run_status)"}},
+		{"wait_for in on_reorg", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit }\n" + steps + "on_reorg:\n  - id: b\n    wait_for: { event: { contract: Vault, event: Claimed }, timeout: 1h }\n",
+			[]string{"8:5: step b: wait_for is not available in on_reorg"}},
 		{"item outside foreach", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    fail: \"${{ item }}\"\n",
 			[]string{"5:16: in ${{ item }}: item is only available inside a foreach"}},
 		{"unknown budget", "name: w\ntrigger: { manual: {} }\nbudgets: [{ name: refunds, cap: 1 ether, window: 1h }]\nsteps:\n  - id: a\n    send: { wallet: ops, to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\", budget: refund }\n",

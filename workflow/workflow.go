@@ -104,6 +104,16 @@ func (l *loader) workflow(n *node) *Workflow {
 		l.errorf(keyPos(n, "on_reorg"), "workflow %s: on_reorg needs an event trigger (a %s trigger has no log to orphan)", w.Name, w.Trigger.Kind)
 	}
 	w.OnReorg = l.steps(ctx, m["on_reorg"], "on_reorg", reorgScope(ctx.base), nil)
+	// A response has its own journal, and waits and approval gates are
+	// rows of a run: refuse them here rather than fail at run time.
+	walkSteps([][]*Step{w.OnReorg}, func(s *Step) {
+		switch {
+		case s.WaitFor != nil:
+			l.errorf(s.Pos, "step %s: wait_for is not available in on_reorg (a reorg response cannot park on an event); use it in steps:", s.ID)
+		case s.Send != nil && s.Send.Approval != nil:
+			l.errorf(s.Pos, "step %s: approval is not available in on_reorg (a reorg response cannot park on a gate); remove approval:", s.ID)
+		}
+	})
 	l.sendWarnings(w)
 	return w
 }
