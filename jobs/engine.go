@@ -25,6 +25,7 @@ import (
 
 	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/fault"
+	"github.com/rflow-dev/rflow/rehearsal"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -90,6 +91,10 @@ type Config struct {
 	// Middleware is added to the River client after the engine's own
 	// (for example otelriver's).
 	Middleware []rivertype.Middleware
+	// Rehearsal, when set, makes this an engine for namespaced workflows
+	// only (workflow tests, replays), isolated from live ones (see
+	// Rehearsal).
+	Rehearsal *Rehearsal
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -107,6 +112,8 @@ type Engine struct {
 	relayer  *relayer.Relayer
 	dryRun   bool
 	kinds    map[string]stepKind
+	// rehearsal is Config.Rehearsal: nil for a live engine.
+	rehearsal *Rehearsal
 
 	// River timeouts and the liveness grace (see Config).
 	jobTimeout  time.Duration
@@ -145,6 +152,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 		dryRun:   cfg.DryRun,
 		kinds:    stepKinds(),
 
+		rehearsal: cfg.Rehearsal,
+
 		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
 		observer:   cfg.Observer,
@@ -179,7 +188,15 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &stepWorker{e: e})
 	river.AddWorker(workers, &pageWorker{e: e})
 	periodic := []*river.PeriodicJob{}
-	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
+	schema := store.RiverSchema
+	if r := cfg.Rehearsal; r != nil {
+		if r.RiverSchema == "" || r.Send == nil {
+			return nil, errors.New("engine: a rehearsal needs its own RiverSchema and a Send")
+		}
+		schema = r.RiverSchema
+		e.kinds[workflow.StepSend] = stepKind{effect: true, exec: (*Engine).execCapturedSend}
+	}
+	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil && cfg.Rehearsal == nil {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
 		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, e.onTxFinal, e.faults.Hit, middleware)
@@ -197,7 +214,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	river.AddWorker(workers, cleanup)
-	periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
+	if cfg.Rehearsal == nil {
+		// The ledger is live state: a rehearsal never cleans it.
+		periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
+	}
 	maxWorkers := cfg.Workers
 	if maxWorkers <= 0 {
 		maxWorkers = 50
@@ -208,7 +228,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   store.ProcessID(),
-		Schema:               store.RiverSchema,
+		Schema:               schema,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:              workers,
 		FetchCooldown:        cooldown,
@@ -234,6 +254,14 @@ func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 // Start registers this process as a live node, rescues jobs left running by
 // dead nodes, and starts working jobs. Triggers should start after it.
 func (e *Engine) Start(ctx context.Context) error {
+	if e.rehearsal != nil {
+		// Nothing of a live process's duties: its jobs are all in its own
+		// schema, and it recovers nothing it did not start.
+		if err := e.client.Start(ctx); err != nil {
+			return fmt.Errorf("start river: %w", err)
+		}
+		return nil
+	}
 	if len(e.project.Wallets) > 0 && e.relayer == nil {
 		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
 	}
@@ -367,6 +395,9 @@ func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow,
 // it from the stored spec on first use. db is the caller's transaction when
 // it has one, so a lookup never waits for a second connection.
 func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generation int64) (*plan, error) {
+	if err := e.checkScope(name); err != nil {
+		return nil, err
+	}
 	key := fmt.Sprintf("%s@%d", name, generation)
 	e.plansMu.Lock()
 	p := e.plans[key]
@@ -385,10 +416,11 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	// A spec has no lines; when it is the definition this process loaded
 	// from its files, run that one, so run-time expression errors name
 	// file:line:col as validate does.
-	if loaded := e.project.Workflow(name); loaded != nil && loaded.Hash == wf.Hash {
+	base, _ := rehearsal.Base(name)
+	if loaded := e.project.Workflow(base); loaded != nil && loaded.Hash == wf.Hash {
 		wf = loaded
 	}
-	p = newPlan(wf)
+	p = newPlan(rehearsed(wf, name))
 	e.plansMu.Lock()
 	e.plans[key] = p
 	e.plansMu.Unlock()

@@ -106,9 +106,10 @@ func TakeConcurrencySlot(ctx context.Context, tx pgx.Tx, workflow, key string, r
 	return n < max, nil
 }
 
-// ThrottledWorkflows lists the workflows with throttled runs.
+// ThrottledWorkflows lists the live workflows with throttled runs (a
+// rehearsal's are never released by a live process).
 func ThrottledWorkflows(ctx context.Context, db DBTX) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT DISTINCT workflow_name FROM rflow.workflow_runs WHERE status = 'throttled'`)
+	rows, err := db.Query(ctx, `SELECT DISTINCT workflow_name FROM rflow.workflow_runs WHERE status = 'throttled' AND `+liveName("workflow_name"))
 	if err != nil {
 		return nil, fmt.Errorf("workflows with throttled runs: %w", err)
 	}

@@ -159,9 +159,11 @@ func GetWorkflow(ctx context.Context, db DBTX, name string) (*WorkflowRow, error
 	return &w, err
 }
 
-// ListWorkflows returns every deployed workflow, by name.
+// ListWorkflows returns every deployed live workflow, by name; the
+// namespaced rows of replays and tests (see package rehearsal) are not
+// among them, so no live scheduler or listing ever sees one.
 func ListWorkflows(ctx context.Context, db DBTX) ([]WorkflowRow, error) {
-	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows ORDER BY name`)
+	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows WHERE `+liveName("name")+` ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -193,10 +195,12 @@ func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) e
 	return nil
 }
 
-// WorkflowGenerations maps every deployed workflow to its current
-// generation: a cheap poll for "did any definition change".
+// WorkflowGenerations maps every deployed live workflow to its current
+// generation: a cheap poll for "did any definition change". Namespaced
+// rehearsal workflows are left out, so a live chain service never ingests
+// for one.
 func WorkflowGenerations(ctx context.Context, db DBTX) (map[string]int64, error) {
-	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows`)
+	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE `+liveName("name"))
 	if err != nil {
 		return nil, fmt.Errorf("workflow generations: %w", err)
 	}
