@@ -101,6 +101,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			workflowsCommand(),
 			budgetsCommand(),
+			testCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool(versionFlagName) {
