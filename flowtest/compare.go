@@ -187,12 +187,12 @@ func diff(want, got any) string {
 		case i < n && j < m && a[i] == b[j]:
 			sb.WriteString("  " + a[i] + "\n")
 			i, j = i+1, j+1
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			sb.WriteString("+ " + b[j] + "\n")
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			sb.WriteString("- " + a[i] + "\n")
 			i++
+		default:
+			sb.WriteString("+ " + b[j] + "\n")
+			j++
 		}
 	}
 	return strings.TrimRight(sb.String(), "\n")

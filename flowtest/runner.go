@@ -269,7 +269,7 @@ func (s *session) check(ctx context.Context, t *Test, runs []uuid.UUID, rec *rec
 			Message: fmt.Sprintf("want %d run(s), got %d", len(e.Runs), len(runs)), Diff: diff(wants(e.Runs), project(wants(e.Runs), observed))})
 	default:
 		for i, w := range e.Runs {
-			match(w, "", fmt.Sprintf("runs[%d]", i), w.Value, observed[i], &out)
+			out = append(out, matchOne(w, fmt.Sprintf("runs[%d]", i), observed[i])...)
 		}
 	}
 	rec.mu.Lock()
@@ -293,7 +293,21 @@ func matchList(ws []Want, pos workflow.Position, what string, got []any) []Failu
 	}
 	var out []Failure
 	for i, w := range ws {
-		match(w, "", fmt.Sprintf("%s[%d]", what, i), w.Value, got[i], &out)
+		out = append(out, matchOne(w, fmt.Sprintf("%s[%d]", what, i), got[i])...)
+	}
+	return out
+}
+
+// matchOne checks one expectation (a run, a request, a send); a failure
+// on a scalar inside it gets the diff of the whole expectation, so the
+// reader sees it in context.
+func matchOne(w Want, path string, got any) []Failure {
+	var out []Failure
+	match(w, path, path, w.Value, got, &out)
+	for i := range out {
+		if out[i].Diff == "" {
+			out[i].Diff = diff(w.Value, got)
+		}
 	}
 	return out
 }
