@@ -299,14 +299,16 @@ func matchList(ws []Want, pos workflow.Position, what string, got []any) []Failu
 }
 
 // matchOne checks one expectation (a run, a request, a send); a failure
-// on a scalar inside it gets the diff of the whole expectation, so the
-// reader sees it in context.
+// on a scalar inside it gets the diff of the whole expectation (once), so
+// the reader sees it in context.
 func matchOne(w Want, path string, got any) []Failure {
 	var out []Failure
 	match(w, path, path, w.Value, got, &out)
+	// Once is enough: several failures in one expectation share its diff.
 	for i := range out {
 		if out[i].Diff == "" {
 			out[i].Diff = diff(w.Value, got)
+			break
 		}
 	}
 	return out

@@ -89,7 +89,7 @@ func testCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			if _, err := store.Migrate(c.Context, db.Pool, logger); err != nil {
+			if _, err := store.Migrate(c.Context, db.Pool, nil); err != nil {
 				return err
 			}
 			results, err := flowtest.Run(c.Context, flowtest.Options{Pool: db.Pool, Project: project, Logger: logger,

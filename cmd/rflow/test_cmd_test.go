@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/store/storetest"
@@ -54,4 +59,99 @@ func TestWrongExpectationFails(t *testing.T) {
 	out, _, code = rflowCmd(t, "--database-url", db, "test", "-run", "small", dir)
 	require.Equal(t, 0, code, out)
 	require.Equal(t, "1 passed, 0 failed\n", out[strings.Index(out, "\n")+1:])
+}
+
+// rflowRows counts the rows of every table rflow and River keep, by table.
+func rflowRows(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := pool.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables
+		WHERE schemaname IN ('rflow', 'relayer', 'indexer', 'river') ORDER BY 1`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, tb := range tables {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+tb).Scan(&n))
+		out[tb] = n
+	}
+	return out
+}
+
+// liveHistory is every run of the live workflow, as its operator sees it.
+func liveHistory(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT r.id || ' ' || r.status || ' ' || r.attempt || ' ' || r.updated_at || ' ' ||
+			(SELECT string_agg(s.step_key || '=' || s.status || '@' || s.attempt, ',' ORDER BY s.step_key)
+			   FROM rflow.step_runs s WHERE s.run_id = r.id)
+		FROM rflow.workflow_runs r WHERE workflow_name = 'pipeline' ORDER BY r.id`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// Workflow tests run beside a live `rflow start` on the same database: the
+// live workflow's history is untouched, no live process executes a test
+// run (the live engine would call the real endpoint; it is never called
+// while the tests run), and no row or schema is left behind.
+func TestTestsBesideLiveProcess(t *testing.T) {
+	t.Parallel()
+	db := storetest.URL(t)
+	pool, err := pgxpool.New(context.Background(), db)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := newSink(t)
+	config := writeProject(t, "manual: {}", s.URL)
+	dir := filepath.Dir(config)
+
+	live := startRflow(t, db, config, "")
+	enqueueManual(t, pool, config, 3)
+	waitAllDone(t, pool, 3, 30*time.Second)
+	before, history, calls := rflowRows(t, pool), liveHistory(t, pool), s.counts()
+	require.Len(t, history, 3)
+
+	var fixture strings.Builder
+	fmt.Fprintf(&fixture, "workflow: pipeline\ntests:\n")
+	for i := range 6 {
+		fmt.Fprintf(&fixture, `  - name: pipeline %d
+    given: [ { manual: { input: { n: %d } } }, { manual: { input: { n: %d } } } ]
+    http:
+      - { url: "%[4]s/a", body: { items: [%[2]d] } }
+      - { url: "%[4]s/ping" }
+      - { url: "%[4]s/b" }
+    expect:
+      runs:
+        - { status: completed, steps: { ran: [a, each, "ping[0]", b] } }
+        - { status: completed }
+      requests:
+        - { method: POST, url: "%[4]s/a" }
+        - { url: "%[4]s/ping", body: { item: %[2]d } }
+        - { url: "%[4]s/b" }
+        - { url: "%[4]s/a" }
+        - { url: "%[4]s/ping" }
+        - { url: "%[4]s/b" }
+`, i, i, i, s.URL)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tests"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "tests", "pipeline.test.yaml"), []byte(fixture.String()), 0o644))
+
+	out, stderr, code := rflowCmd(t, "--database-url", db, "test", "-c", config, dir)
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	require.True(t, strings.HasSuffix(out, "6 passed, 0 failed\n"), out)
+
+	require.Equal(t, calls, s.counts(), "a live process executed a test run's step")
+	require.Equal(t, history, liveHistory(t, pool), "the live workflow's history changed")
+	require.Equal(t, before, rflowRows(t, pool), "rows were left behind or live rows changed")
+	var schemas int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'rehearsal\_%'`).Scan(&schemas))
+	require.Zero(t, schemas, "a rehearsal's River schema was left behind")
+
+	// The live process still works its own workflow afterwards.
+	enqueueManualKeys(t, pool, config, "after", 1)
+	waitAllDone(t, pool, 4, 30*time.Second)
+	live.stop(t)
 }
