@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -25,7 +26,7 @@ type Failure struct {
 // (a numeric string equals the number it spells); 0x strings ignore case
 // (addresses' checksums). A key "error" holds text the actual error must
 // contain.
-func match(w Want, base, path string, want, got any, out *[]Failure) {
+func match(w fixture.Want, base, path string, want, got any, out *[]Failure) {
 	pos := w.Pos
 	if p, ok := w.At[strings.TrimPrefix(strings.TrimPrefix(path, base), ".")]; ok {
 		pos = p
@@ -42,7 +43,7 @@ func match(w Want, base, path string, want, got any, out *[]Failure) {
 		}
 		for _, k := range slices.Sorted(mapKeys(wv)) {
 			g, present := gv[k]
-			p := join(path, k)
+			p := fixture.Join(path, k)
 			if !present {
 				pos := w.Pos
 				if pp, ok := w.At[strings.TrimPrefix(strings.TrimPrefix(p, base), ".")]; ok {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/flowtest"
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -71,11 +72,11 @@ func setup(t *testing.T) *bundle {
 	return &bundle{pool: storetest.Pool(t), project: p, dir: dir}
 }
 
-func (b *bundle) run(t *testing.T, fixture string) []flowtest.Result {
+func (b *bundle) run(t *testing.T, src string) []flowtest.Result {
 	t.Helper()
-	f, err := flowtest.Parse(filepath.Join(b.dir, "tests", "x.test.yaml"), []byte(fixture))
+	f, err := fixture.Parse(filepath.Join(b.dir, "tests", "x.test.yaml"), []byte(src))
 	require.NoError(t, err)
-	res, err := flowtest.Run(context.Background(), flowtest.Options{Pool: b.pool, Project: b.project, Timeout: 20 * time.Second}, []*flowtest.File{f})
+	res, err := flowtest.Run(context.Background(), flowtest.Options{Pool: b.pool, Project: b.project, Timeout: 20 * time.Second}, []*fixture.File{f})
 	require.NoError(t, err)
 	var n int64
 	require.NoError(t, b.pool.QueryRow(context.Background(),

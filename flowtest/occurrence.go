@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/rehearsal"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/trigger"
@@ -49,7 +50,7 @@ type occurrenceError struct {
 	msg string
 }
 
-func (c *claimer) errorf(o Occurrence, format string, args ...any) error {
+func (c *claimer) errorf(o fixture.Occurrence, format string, args ...any) error {
 	return &occurrenceError{pos: o.Pos, msg: fmt.Sprintf(format, args...)}
 }
 
@@ -57,7 +58,7 @@ func (e *occurrenceError) Error() string { return e.pos.String() + ": " + e.msg 
 
 // claim builds o's claim; ok is false when the trigger's where:/when:
 // rejects it (no run, as on chain).
-func (c *claimer) claim(o Occurrence) (claim store.Claim, ok bool, err error) {
+func (c *claimer) claim(o fixture.Occurrence) (claim store.Claim, ok bool, err error) {
 	if o.Kind != c.wf.Trigger.Kind {
 		return claim, false, c.errorf(o, "workflow %s has a %s trigger; this occurrence is a %s", c.wf.Name, c.wf.Trigger.Kind, o.Kind)
 	}
@@ -78,13 +79,13 @@ func (c *claimer) claim(o Occurrence) (claim store.Claim, ok bool, err error) {
 		claim.TriggerKey = t
 		claim.Trigger, err = json.Marshal(trigger.CronPayload{Tick: t})
 	case trigger.Block:
-		n, _ := integer(o.Body)
+		n, _ := fixture.Int(o.Body)
 		claim.TriggerKey = strconv.FormatInt(n, 10)
 		claim.Trigger, err = json.Marshal(trigger.BlockPayload{Block: uint64(n)})
 	case trigger.Read:
 		var blk int64
 		if b := o.Body.Get("block"); b != nil {
-			blk, _ = integer(b)
+			blk, _ = fixture.Int(b)
 			key = strconv.FormatInt(blk, 10)
 		}
 		result := o.Body.Get("result").Plain()
@@ -120,7 +121,7 @@ func (c *claimer) claim(o Occurrence) (claim store.Claim, ok bool, err error) {
 	return claim, true, nil
 }
 
-func (c *claimer) webhook(o Occurrence, key string) (store.Claim, bool, error) {
+func (c *claimer) webhook(o fixture.Occurrence, key string) (store.Claim, bool, error) {
 	claim := store.Claim{Workflow: c.name, TriggerKind: trigger.Webhook}
 	body, err := json.Marshal(o.Body.Get("body").Plain())
 	if err != nil {
@@ -128,7 +129,7 @@ func (c *claimer) webhook(o Occurrence, key string) (store.Claim, bool, error) {
 	}
 	headers := map[string]string{}
 	if h := o.Body.Get("headers"); h != nil {
-		headers = (&parser{}).headers(h)
+		headers = fixture.Headers(h)
 	}
 	if ik := c.wf.Trigger.Webhook.IdempotencyKey; ik != nil && o.Key == "" {
 		decoded, err := workflow.UnmarshalJSON(body)
@@ -157,7 +158,7 @@ func (c *claimer) webhook(o Occurrence, key string) (store.Claim, bool, error) {
 // its args (as `rflow run --event` takes them).
 var eventMeta = map[string]bool{"block": true, "tx_hash": true, "log_index": true, "address": true}
 
-func (c *claimer) event(o Occurrence) (store.Claim, bool, error) {
+func (c *claimer) event(o fixture.Occurrence) (store.Claim, bool, error) {
 	claim := store.Claim{Workflow: c.name, TriggerKind: trigger.Event}
 	t := c.wf.Trigger.Event
 	ct := c.p.Contract(t.Contract)
@@ -262,7 +263,7 @@ func (c *claimer) event(o Occurrence) (store.Claim, bool, error) {
 	return claim, true, nil
 }
 
-func (c *claimer) fieldError(o Occurrence, field, format string, args ...any) error {
+func (c *claimer) fieldError(o fixture.Occurrence, field, format string, args ...any) error {
 	pos := o.Pos
 	for _, f := range o.Body.Fields {
 		if f.Key == field {

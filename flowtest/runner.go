@@ -1,3 +1,11 @@
+// Package flowtest runs workflow tests: fixture files beside a project
+// (package fixture) that give a workflow occurrences (logs, cron ticks,
+// webhook requests, manual inputs, read results), stub the HTTP responses
+// its steps get, and state what must come out (which runs, which steps ran
+// or were skipped, each request and send, outputs, final status). Tests
+// run on the project's Postgres under namespaced workflow names
+// (rehearsal.TestName) in an engine of their own (jobs.Rehearsal), so they
+// never touch a live workflow's rows, and they delete every row they made.
 package flowtest
 
 import (
@@ -18,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/rehearsal"
 	"github.com/rflow-dev/rflow/store"
@@ -59,7 +68,7 @@ func Discover(dir string) ([]string, error) {
 			}
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(d.Name(), FixtureSuffix) {
+		if !d.IsDir() && strings.HasSuffix(d.Name(), fixture.Suffix) {
 			files = append(files, path)
 		}
 		return nil
@@ -74,7 +83,7 @@ func Discover(dir string) ([]string, error) {
 // it ends. Tests run in parallel; the occurrences of one test run one
 // after the other, each run settling before the next occurrence, so its
 // requests and sends come out in a stable order.
-func Run(ctx context.Context, opts Options, files []*File) ([]Result, error) {
+func Run(ctx context.Context, opts Options, files []*fixture.File) ([]Result, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
@@ -85,8 +94,8 @@ func Run(ctx context.Context, opts Options, files []*File) ([]Result, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	type job struct {
-		f *File
-		t *Test
+		f *fixture.File
+		t *fixture.Test
 	}
 	var todo []job
 	for _, f := range files {
@@ -155,7 +164,7 @@ type session struct {
 }
 
 // run runs one test and returns what did not hold.
-func (s *session) run(ctx context.Context, t *Test) []Failure {
+func (s *session) run(ctx context.Context, t *fixture.Test) []Failure {
 	failAt := func(pos workflow.Position, format string, args ...any) []Failure {
 		return []Failure{{Pos: pos, At: pos.String(), Message: fmt.Sprintf(format, args...)}}
 	}
@@ -249,7 +258,7 @@ func (s *session) settle(ctx context.Context, id uuid.UUID, until string) error 
 }
 
 // check compares what came out with the test's expectations.
-func (s *session) check(ctx context.Context, t *Test, runs []uuid.UUID, rec *recorder) []Failure {
+func (s *session) check(ctx context.Context, t *fixture.Test, runs []uuid.UUID, rec *recorder) []Failure {
 	var out []Failure
 	e := t.Expect
 	observed := make([]any, 0, len(runs))
@@ -283,7 +292,7 @@ func (s *session) check(ctx context.Context, t *Test, runs []uuid.UUID, rec *rec
 	return out
 }
 
-func matchList(ws []Want, pos workflow.Position, what string, got []any) []Failure {
+func matchList(ws []fixture.Want, pos workflow.Position, what string, got []any) []Failure {
 	if ws == nil {
 		return nil
 	}
@@ -301,7 +310,7 @@ func matchList(ws []Want, pos workflow.Position, what string, got []any) []Failu
 // matchOne checks one expectation (a run, a request, a send); a failure
 // on a scalar inside it gets the diff of the whole expectation (once), so
 // the reader sees it in context.
-func matchOne(w Want, path string, got any) []Failure {
+func matchOne(w fixture.Want, path string, got any) []Failure {
 	var out []Failure
 	match(w, path, path, w.Value, got, &out)
 	// Once is enough: several failures in one expectation share its diff.
@@ -314,7 +323,7 @@ func matchOne(w Want, path string, got any) []Failure {
 	return out
 }
 
-func wants(ws []Want) []any {
+func wants(ws []fixture.Want) []any {
 	out := make([]any, len(ws))
 	for i, w := range ws {
 		out[i] = w.Value

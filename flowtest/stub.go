@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
 
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -23,7 +24,7 @@ import (
 // request (answered from the test's stubs) and every send (captured before
 // any relayer). Requests that match no stub are answered 404 and reported.
 type recorder struct {
-	stubs []Stub
+	stubs []fixture.Stub
 
 	mu       sync.Mutex
 	used     []int

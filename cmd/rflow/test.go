@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rflow-dev/rflow/flowtest"
+	"github.com/rflow-dev/rflow/flowtest/fixture"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -66,10 +67,10 @@ func testCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var files []*flowtest.File
+			var files []*fixture.File
 			bad := 0
 			for _, p := range paths {
-				f, err := flowtest.ParseFile(p)
+				f, err := fixture.ParseFile(p)
 				var ds workflow.Diagnostics
 				if errors.As(err, &ds) {
 					for _, d := range ds {
