@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,4 +155,36 @@ func TestTestsBesideLiveProcess(t *testing.T) {
 	enqueueManualKeys(t, pool, config, "after", 1)
 	waitAllDone(t, pool, 4, 30*time.Second)
 	live.stop(t)
+}
+
+// A bad fixture is reported at file:line:col, nothing runs, and the exit
+// code is 1; -o json gives the results as data.
+func TestBadFixtureAndJSON(t *testing.T) {
+	t.Parallel()
+	db := storetest.URL(t)
+	dir := filepath.Join(t.TempDir(), "proj")
+	_, stderr, code := rflowCmd(t, "init", dir)
+	require.Equal(t, 0, code, stderr)
+
+	out, stderr, code := rflowCmd(t, "--database-url", db, "test", "-o", "json", "-run", "large", dir)
+	require.Equal(t, 0, code, stderr)
+	var res struct {
+		Tests []struct {
+			Name   string `json:"name"`
+			Passed bool   `json:"passed"`
+		} `json:"tests"`
+		Passed, Failed int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	require.Equal(t, 1, res.Passed)
+	require.Zero(t, res.Failed)
+	require.Equal(t, "a large deposit is recorded and alerts", res.Tests[0].Name)
+
+	bad := filepath.Join(dir, "tests", "bad.test.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("workflow: on-deposit\ntests:\n  - name: x\n    given: { evnt: {} }\n    expect: { runs: 1 }\n"), 0o644))
+	out, stderr, code = rflowCmd(t, "--database-url", db, "test", dir)
+	require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	require.Contains(t, stderr, bad+`:4:14: unknown key "evnt" in occurrence`)
+	require.Contains(t, stderr, "the test fixtures are not valid (1 problem(s))")
+	require.NotContains(t, out, "PASS")
 }
