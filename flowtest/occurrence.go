@@ -2,19 +2,19 @@ package flowtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/flowtest/fixture"
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/rehearsal"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/trigger"
@@ -154,82 +154,23 @@ func (c *claimer) webhook(o fixture.Occurrence, key string) (store.Claim, bool, 
 	return claim, true, nil
 }
 
-// eventMeta are the log coordinates an event occurrence may set besides
-// its args (as `rflow run --event` takes them).
-var eventMeta = map[string]bool{"block": true, "tx_hash": true, "log_index": true, "address": true}
-
 func (c *claimer) event(o fixture.Occurrence) (store.Claim, bool, error) {
 	claim := store.Claim{Workflow: c.name, TriggerKind: trigger.Event}
 	t := c.wf.Trigger.Event
-	ct := c.p.Contract(t.Contract)
-	if ct == nil || ct.ABI == nil || t.ABIEvent == nil {
-		return claim, false, c.errorf(o, "workflow %s: contract %s has no ABI event %s", c.wf.Name, t.Contract, t.Event)
-	}
-	ev, err := chain.NewEvent(*ct.ABI, t.Event)
-	if err != nil {
-		return claim, false, c.errorf(o, "%v", err)
-	}
 	fields, _ := o.Body.Plain().(map[string]any)
-	args := make([]any, len(t.ABIEvent.Inputs))
-	var missing []string
-	for i, in := range t.ABIEvent.Inputs {
-		v, ok := fields[in.Name]
-		if !ok {
-			missing = append(missing, fmt.Sprintf("%s (%s)", in.Name, in.Type))
-			continue
+	d, l, err := jobs.EventOccurrence(c.p, c.wf, fields, types.Log{TxHash: common.Hash(uuidHash(c.id, o.Pos))})
+	var fe *jobs.EventFieldError
+	if errors.As(err, &fe) {
+		pos := o.Pos
+		for _, f := range o.Body.Fields {
+			if f.Key == fe.Field {
+				pos = f.KeyPos
+			}
 		}
-		if args[i], err = workflow.ABIValue(numbersAsText(v), in.Type); err != nil {
-			return claim, false, c.fieldError(o, in.Name, "%s (%s): %v", in.Name, in.Type, err)
-		}
+		return claim, false, &occurrenceError{pos: pos, msg: "event: " + fe.Msg}
 	}
-	if len(missing) > 0 {
-		return claim, false, c.errorf(o, "event %s: missing %s", t.Event, strings.Join(missing, ", "))
-	}
-	for _, f := range o.Body.Fields {
-		known := eventMeta[f.Key]
-		for _, in := range t.ABIEvent.Inputs {
-			known = known || in.Name == f.Key
-		}
-		if !known {
-			return claim, false, &occurrenceError{pos: f.KeyPos, msg: fmt.Sprintf("%s is not an argument of event %s nor one of block, tx_hash, log_index, address", f.Key, t.Event)}
-		}
-	}
-	base := types.Log{Address: ct.Address, TxHash: common.Hash(uuidHash(c.id, o.Pos))}
-	if v, ok := fields["block"]; ok {
-		b, err := workflow.ABIValue(numbersAsText(v), abiType("uint64"))
-		if err != nil {
-			return claim, false, c.fieldError(o, "block", "block: %v", err)
-		}
-		base.BlockNumber = b.(uint64)
-	}
-	if v, ok := fields["log_index"]; ok {
-		i, err := workflow.ABIValue(numbersAsText(v), abiType("uint64"))
-		if err != nil {
-			return claim, false, c.fieldError(o, "log_index", "log_index: %v", err)
-		}
-		base.Index = uint(i.(uint64))
-	}
-	if v, ok := fields["tx_hash"]; ok {
-		b, err := workflow.ABIValue(v, abiType("bytes32"))
-		if err != nil {
-			return claim, false, c.fieldError(o, "tx_hash", "tx_hash %v is not a 32-byte 0x hash", v)
-		}
-		base.TxHash = common.Hash(b.([32]byte))
-	}
-	if v, ok := fields["address"]; ok {
-		s, isStr := v.(string)
-		if !isStr || !common.IsHexAddress(s) {
-			return claim, false, c.fieldError(o, "address", "address %v is not a 0x address", v)
-		}
-		base.Address = common.HexToAddress(s)
-	}
-	l, err := ev.EncodeLog(base, args)
 	if err != nil {
 		return claim, false, c.errorf(o, "%v", err)
-	}
-	d, err := ev.Decode(l)
-	if err != nil {
-		return claim, false, c.errorf(o, "decode the log: %v", err)
 	}
 	if t.Where != nil {
 		v, err := workflow.Normalize(d.Fields())
@@ -254,23 +195,13 @@ func (c *claimer) event(o fixture.Occurrence) (store.Claim, bool, error) {
 	key := o.Key
 	if key == "" {
 		var chainID uint64
-		if n := c.p.Network(ct.Network); n != nil {
+		if n := c.p.Network(c.p.Contract(t.Contract).Network); n != nil {
 			chainID = n.ChainID
 		}
-		key = fmt.Sprintf("%d:%s:%d", chainID, l.TxHash.Hex(), l.Index)
+		key = chain.EventKey(int64(chainID), l.TxHash, l.Index, phase, false)
 	}
 	claim.TriggerKey = rehearsal.TestKey(c.id, key)
 	return claim, true, nil
-}
-
-func (c *claimer) fieldError(o fixture.Occurrence, field, format string, args ...any) error {
-	pos := o.Pos
-	for _, f := range o.Body.Fields {
-		if f.Key == field {
-			pos = f.Value.Pos
-		}
-	}
-	return &occurrenceError{pos: pos, msg: fmt.Sprintf(format, args...)}
 }
 
 // uuidHash is a distinct transaction hash per occurrence, so two events of
@@ -280,34 +211,4 @@ func uuidHash(id uuid.UUID, pos workflow.Position) [32]byte {
 	copy(h[:16], id[:])
 	copy(h[16:], fmt.Sprintf("%08d%08d", pos.Line, pos.Col))
 	return h
-}
-
-func abiType(name string) abi.Type {
-	t, err := abi.NewType(name, "", nil)
-	if err != nil {
-		panic(err) // the names above are valid ABI types
-	}
-	return t
-}
-
-// numbersAsText turns json.Numbers into their text, which
-// workflow.ABIValue reads exactly whatever their size.
-func numbersAsText(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		return x.String()
-	case []any:
-		out := make([]any, len(x))
-		for i, it := range x {
-			out[i] = numbersAsText(it)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, it := range x {
-			out[k] = numbersAsText(it)
-		}
-		return out
-	}
-	return v
 }
