@@ -49,6 +49,16 @@ workflows:
     steps:
       - id: tell
         http_call: { method: POST, url: "https://hooks.example/tell", body: { id: "${{ body.id }}", by: "${{ headers['x-who'] }}" } }
+  - name: watch
+    trigger: { read: { contract: Vault, function: totalAssets, every: 5 blocks, when: "${{ result > 10 }}" } }
+    steps:
+      - id: note
+        http_call: { method: POST, url: "https://notes.example/assets", body: { assets: "${{ trigger.result }}", block: "${{ trigger.block }}" } }
+  - name: deposits
+    trigger: { event: { contract: Vault, event: Deposit, where: "${{ 100 / event.amount > 1 }}" } }
+    steps:
+      - id: note
+        http_call: { method: POST, url: "https://notes.example/deposit", body: { from: "${{ event.sender }}", amount: "${{ event.amount }}" } }
   - name: tick
     trigger: { cron: { schedule: "*/5 * * * *" } }
     steps:
@@ -165,4 +175,46 @@ tests:
 	require.Len(t, res[0].Failures, 1, messages(res[0]))
 	require.Contains(t, res[0].Failures[0].Path, "requests[0].headers.idempotency-key")
 	require.True(t, res[1].Passed, messages(res[1]))
+}
+
+// Chain occurrences go through the trigger's condition as on chain: a
+// read's when: and an event's where: drop what they refuse (no run) and
+// fail visibly what they cannot evaluate; event args are typed by the ABI.
+func TestReadsAndEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.run(t, `
+tests:
+  - name: reads above the threshold run
+    workflow: watch
+    given: [ { read: { result: 5, block: 10 } }, { read: { result: 11, block: 15 } } ]
+    http: [ { url: "https://notes.example/assets" } ]
+    expect:
+      runs: [ { status: completed } ]
+      requests: [ { body: { assets: "11", block: "15" } } ]
+  - name: where drops, passes and fails
+    workflow: deposits
+    given:
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 1000 }
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 7 }
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 0 }
+    http: [ { url: "https://notes.example/deposit" } ]
+    expect:
+      runs:
+        - { status: completed, steps: { ran: [note] } }
+        - { status: failed, error: "trigger where", steps: { ran: [] } }
+      requests: [ { body: { from: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8", amount: 7 } } ]
+  - name: a bad arg is an error at its place
+    workflow: deposits
+    given:
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: -1 }
+    expect: { runs: 0 }
+`)
+	require.Len(t, res, 3)
+	require.True(t, res[0].Passed, messages(res[0]))
+	require.True(t, res[1].Passed, messages(res[1]))
+	require.False(t, res[2].Passed)
+	require.Len(t, res[2].Failures, 1)
+	require.Contains(t, res[2].Failures[0].At, "x.test.yaml:25:72") // the amount key
+	require.Contains(t, res[2].Failures[0].Message, "event: amount (uint256)")
 }
