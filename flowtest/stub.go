@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/google/uuid"
@@ -203,7 +204,7 @@ func (r *router) send(_ context.Context, s jobs.SendCapture) (map[string]any, er
 	hash := crypto.Keccak256Hash([]byte(req.ExternalID))
 	return map[string]any{
 		"tx_id": uuid.NewSHA1(uuid.NameSpaceOID, []byte(req.ExternalID)).String(), "external_id": req.ExternalID,
-		"hash": hash.Hex(), "block": int64(0), "status": "confirmed", "gas_used": int64(0), "from": "",
+		"hash": hash.Hex(), "block": int64(0), "block_hash": common.Hash{}.Hex(), "status": "confirmed", "gas_used": int64(0), "from": "",
 		"to": req.To.Hex(), "value": value, "dry_run": false, "test": true,
 	}, nil
 }
