@@ -110,6 +110,13 @@ func Run(ctx context.Context, opts Options, files []*fixture.File) ([]Result, er
 	id := uuid.New()
 	schema := "rehearsal_" + strings.ReplaceAll(id.String(), "-", "")
 	cleanup := context.WithoutCancel(ctx)
+	// Running: a sweep (rflow replay prune --all) leaves this session's
+	// rows and schema alone until it lets go, or dies.
+	release, err := store.HoldTestSession(ctx, opts.Pool)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	if err := store.CreateRehearsalRiver(ctx, opts.Pool, schema); err != nil {
 		_ = store.DropRehearsalRiver(cleanup, opts.Pool, schema)
 		return nil, err
