@@ -71,6 +71,11 @@ func (r *Rehearsal) check() error {
 		return fmt.Errorf("engine: rehearsal kind %q: want %s or %s", r.Kind, store.RehearsalReplay, store.RehearsalTest)
 	case r.Session == "" && r.RiverSchema == "":
 		return errors.New("engine: a rehearsal of every session needs a RiverSchema of its own")
+	case r.RiverSchema != "" && r.Send == nil:
+		// Its relayer's jobs would go with the schema, and no live
+		// process adopts a rehearsal's send: a killed session would leave
+		// sends no one drives.
+		return errors.New("engine: a rehearsal in a River schema of its own must capture its sends (Send)")
 	case r.Session != "":
 		return store.ValidSession(r.Session)
 	}

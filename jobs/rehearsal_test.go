@@ -137,4 +137,14 @@ workflows:
 	got, err := r.Workflow(ctx, ns)
 	require.NoError(t, err)
 	require.Equal(t, ns, got.Name, "guards and budgets key on the namespaced name")
+	// A configuration that could not stay apart is refused.
+	for want, bad := range map[string]jobs.Rehearsal{
+		"rehearsal kind":      {Rehearsal: store.Rehearsal{Kind: "live"}, RiverSchema: schema},
+		"every session needs": {Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}},
+		"must capture":        {Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}, RiverSchema: schema},
+		"session":             {Rehearsal: store.Rehearsal{Kind: store.RehearsalReplay, Session: "Bad_Session"}},
+	} {
+		_, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: b.project, Rehearsal: &bad})
+		require.ErrorContains(t, err, want)
+	}
 }
