@@ -168,6 +168,7 @@ func BenchmarkChainIngest(b *testing.B) {
 		}
 		b.ReportMetric(e2e, "logs/s")
 		b.ReportMetric(raw, "raw-claims/s")
+		summary.add("logs/s from a node: bare gate claimer / bare gate", e2e, raw, 0)
 		b.Logf("chain ingest: %d logs end to end at %.0f logs/s; raw batched claim ceiling %.0f claims/s (ratio %.2f)",
 			total, e2e, raw, e2e/raw)
 	}

@@ -41,10 +41,17 @@ func benchServer(b *testing.B) *httptest.Server {
 	return srv
 }
 
-func benchPool(b *testing.B) *pgxpool.Pool {
+func benchPool(b *testing.B) *pgxpool.Pool { return tracedPool(b, nil) }
+
+// tracedPool is benchPool with trace as its statement tracer when
+// RFLOW_BENCH_TRACE is set.
+func tracedPool(b *testing.B, trace *stmtTimes) *pgxpool.Pool {
 	cfg, err := pgxpool.ParseConfig(storetest.URL(b))
 	require.NoError(b, err)
 	cfg.MaxConns = 60
+	if trace != nil && os.Getenv("RFLOW_BENCH_TRACE") != "" {
+		cfg.ConnConfig.Tracer = trace
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
@@ -74,6 +81,7 @@ func BenchmarkEngineVsRiverChain(b *testing.B) {
 	b.ReportMetric(c, "river-chain-steps/s")
 	b.ReportMetric(r, "ratio")
 	fmt.Printf("engine steps/s: %.0f  river-chain steps/s: %.0f  ratio: %.2f\n", e, c, r)
+	summary.addRatio("steps/s: engine / raw River chain", e, c, r, 0.95)
 }
 
 func median(xs []float64) float64 {
@@ -83,20 +91,27 @@ func median(xs []float64) float64 {
 }
 
 func engineStepRate(b *testing.B, url string) float64 {
+	trace := &stmtTimes{}
+	defer trace.print("engine steps")
+	return engineStepRateOn(b, tracedPool(b, trace), url, "three", trace)
+}
+
+// engineStepRateOn is engineStepRate on pool's database, with a workflow
+// named name (so it can run again on the same database); trace may be nil.
+func engineStepRateOn(b *testing.B, pool *pgxpool.Pool, url, name string, trace *stmtTimes) float64 {
 	ctx := context.Background()
-	pool := benchPool(b)
 	dir := b.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
 	require.NoError(b, os.WriteFile(path, []byte(fmt.Sprintf(`
 name: bench
 workflows:
-  - name: three
+  - name: %[2]s
     trigger: { manual: {} }
     steps:
       - { id: a, http_call: { method: POST, url: "%[1]s/a" } }
       - { id: b, http_call: { method: POST, url: "%[1]s/b" } }
       - { id: c, http_call: { method: POST, url: "%[1]s/c" } }
-`, url)), 0o644))
+`, url, name)), 0o644))
 	project, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(b, err)
 	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project, Workers: benchWorkers, FetchCooldown: benchCooldown})
@@ -105,16 +120,19 @@ workflows:
 	require.NoError(b, err)
 	claims := make([]store.Claim, benchRuns)
 	for i := range claims {
-		claims[i] = store.Claim{Workflow: "three", TriggerKey: fmt.Sprint(i), TriggerKind: "manual", Trigger: []byte(`{}`)}
+		claims[i] = store.Claim{Workflow: name, TriggerKey: fmt.Sprint(i), TriggerKind: "manual", Trigger: []byte(`{}`)}
 	}
 	require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := e.ClaimTx(ctx, tx, claims)
 		return err
 	}))
+	if trace != nil {
+		trace.reset()
+	}
 	start := time.Now()
 	require.NoError(b, e.Start(ctx))
 	defer e.Stop(ctx)
-	waitCount(b, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed'`, benchRuns)
+	waitCount(b, pool, fmt.Sprintf(`SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = '%s' AND status = 'completed'`, name), benchRuns)
 	return float64(3*benchRuns) / time.Since(start).Seconds()
 }
 

@@ -3,9 +3,15 @@
 package bench
 
 import (
+	"os"
 	"testing"
 
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	summary.print()
+	storetest.Shutdown()
+	os.Exit(code)
+}

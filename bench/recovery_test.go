@@ -138,6 +138,7 @@ workflows:
 	}
 	b.ReportMetric(toFirst.Seconds(), "s-to-first-step")
 	b.ReportMetric(toRescued.Seconds(), "s-to-rescued-step")
+	summary.addAbs("kill -9 → first rescued in-flight step", float64(toRescued.Milliseconds()), "ms", "< 2 s", toRescued < 2*time.Second)
 	fmt.Printf("kill -9 with %d runs queued: first step of the new process after %s, first rescued in-flight step after %s\n",
 		runs, toFirst.Round(time.Millisecond), toRescued.Round(time.Millisecond))
 }

@@ -43,6 +43,7 @@ func BenchmarkRelayerConfirmedSends(b *testing.B) {
 	b.ReportMetric(relayerRate, "relayer-sends/s")
 	b.ReportMetric(rawRate, "raw-sends/s")
 	b.ReportMetric(relayerRate/rawRate, "ratio")
+	summary.add("confirmed sends/s: relayer / raw go-ethereum", relayerRate, rawRate, 0.5)
 	fmt.Printf("relayer confirmed sends/s: %.0f  raw sign+send+receipt/s: %.0f  ratio: %.2f  (%d sends, %d wallets)\n",
 		relayerRate, rawRate, relayerRate/rawRate, relayerSends, relayerWallets)
 }

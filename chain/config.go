@@ -151,7 +151,8 @@ type Config struct {
 	Owner string
 	// LeasePrefix namespaces lease names (e.g. the project name; a "/" is
 	// added): leases are <prefix>/head/<chain id>, <prefix>/event/<workflow>,
-	// <prefix>/block/…, <prefix>/read/…, and <prefix>/node/<owner> per process.
+	// <prefix>/block/…, <prefix>/read/…, <prefix>/wait/<chain id>/<address>/<topic>,
+	// and <prefix>/node/<owner> per process.
 	LeasePrefix string
 	// LeaseTTL is how long a dead process keeps its tasks (default 15s).
 	LeaseTTL time.Duration
@@ -162,13 +163,17 @@ type Config struct {
 	Events   []EventTrigger
 	Blocks   []BlockTrigger
 	Reads    []ReadTrigger
+	// Waits are the wait-only subscriptions (Triggers.Waits with Reload);
+	// Matcher gets their deliveries.
+	Waits   []WaitFeed
+	Matcher WaitMatcher
 
 	// OnReorg is called in the reorg's transaction; an error rolls the
 	// reorg back and it is retried.
 	OnReorg func(ctx context.Context, tx pgx.Tx, r Reorg) error
 
-	// Reload, when set, returns the triggers to run (Events, Blocks and
-	// Reads above are then ignored), and is polled every ReloadInterval
+	// Reload, when set, returns the triggers to run (Events, Blocks, Reads
+	// and Waits above are then ignored), and is polled every ReloadInterval
 	// (default 1s) while Run runs: a changed set takes effect without a
 	// restart (see Triggers). A network's head is then tracked only while
 	// a trigger uses it.

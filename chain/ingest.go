@@ -22,6 +22,12 @@ type batch struct {
 	claims []store.Claim
 	hashes map[int64]string
 	logs   int // logs read (before filtering), to size the next range
+
+	// A wait feed's range (waitfeed.go): its decoded logs, and the
+	// lookback of the waits parked since the last range.
+	decoded     []Decoded
+	lookback    []Decoded
+	lookbackIDs []store.Lookback
 }
 
 // fetchFunc reads blocks from..to (inclusive) from the node. A range error
@@ -40,6 +46,11 @@ type cursorJob struct {
 	depth    int
 	start    int64 // the cursor's first value if it does not exist yet
 	fetch    fetchFunc
+	// deliver, when set, replaces claiming: it gets the range's batch in
+	// the transaction that advances the cursor (a wait feed's matcher).
+	deliver func(ctx context.Context, tx pgx.Tx, b batch, head int64) error
+	// pending, when set, reports work for a range with no new blocks.
+	pending func(ctx context.Context) (bool, error)
 
 	size rangeSizer // current range size: shrinks on range errors, grows back
 	next *fetched   // the following range, read while this one is claimed
@@ -87,8 +98,17 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if cursor >= target {
-		return false, nil
+	empty := cursor >= target
+	if empty {
+		// Caught up. A wait feed still reads an empty range when waits
+		// parked since its last range need their lookback: on an idle
+		// chain nothing else would search their gap.
+		if j.pending == nil {
+			return false, nil
+		}
+		if ok, err := j.pending(ctx); err != nil || !ok {
+			return false, err
+		}
 	}
 	if j.size.max == 0 {
 		j.size = newRangeSizer(j.n.cfg.MaxBlockRange, maxLogsPerRange)
@@ -96,7 +116,10 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	from := cursor + 1
 	f := j.next
 	j.next = nil
-	if f == nil || f.from != from || f.to > target {
+	switch {
+	case empty:
+		f = j.startFetch(ctx, from, cursor) // no blocks: the cursor stays
+	case f == nil || f.from != from || f.to > target:
 		f = j.startFetch(ctx, from, min(target, from+int64(j.size.next())-1))
 	}
 	select {
@@ -140,6 +163,11 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		if err := j.s.fenceTx(ctx, tx, j.lease.Name); err != nil {
 			return err
 		}
+		if j.deliver != nil {
+			if err := j.deliver(ctx, tx, b, head.Number); err != nil {
+				return fmt.Errorf("deliver blocks %d..%d: %w", from, to, err)
+			}
+		}
 		for i := 0; i < len(b.claims); i += j.s.cfg.ClaimBatch {
 			chunk := b.claims[i:min(len(b.claims), i+j.s.cfg.ClaimBatch)]
 			if _, err := j.s.claimer.ClaimTx(ctx, tx, chunk); err != nil {
@@ -155,7 +183,7 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("%s/%s blocks %d..%d: %w", j.task, j.phase, from, to, err)
 	}
-	return true, nil
+	return !empty, nil
 }
 
 // cursor returns the (task, phase) cursor of workflow's trigger on n, and

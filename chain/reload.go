@@ -19,6 +19,10 @@ type Triggers struct {
 	Events []EventTrigger
 	Blocks []BlockTrigger
 	Reads  []ReadTrigger
+	// Waits are the (network, contract, event) pairs wait_for steps
+	// await, each followed by a wait-only subscription; a network with one
+	// keeps its head tracked.
+	Waits []WaitFeed
 }
 
 // fence is the workflow generation one trigger task ingests under. Every
@@ -121,6 +125,9 @@ func (t Triggers) versions() []string {
 	for _, r := range t.Reads {
 		v = append(v, "read/"+r.Workflow+"@"+strconv.FormatInt(r.Generation, 10))
 	}
+	for _, w := range t.Waits {
+		v = append(v, "wait/"+w.Network+"/"+w.Address.Hex()+"/"+w.Event.Topic().Hex())
+	}
 	slices.Sort(v)
 	return v
 }
@@ -202,6 +209,15 @@ func (s *Service) build(trig Triggers) (map[string]task, map[string]fence) {
 	}
 	for _, t := range trig.Reads {
 		add("read", t.Workflow, t.Network, t.Generation, func() error { return s.addRead(t) })
+	}
+	// Wait feeds serve every workflow awaiting their event: no generation
+	// fences them (fenceTx lets an unfenced task through).
+	for _, f := range trig.Waits {
+		if err := s.addWaitFeed(f); err != nil {
+			s.log.Warn("cannot follow an awaited event; skipped", "network", f.Network, "err", err)
+			continue
+		}
+		used[f.Network] = true
 	}
 	for name, n := range s.nets {
 		if head := s.cfg.LeasePrefix + "head/" + strconv.FormatInt(n.cfg.ChainID, 10); used[name] {

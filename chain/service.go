@@ -117,6 +117,12 @@ func NewService(ctx context.Context, pool *pgxpool.Pool, claimer Claimer, cfg Co
 			return nil, err
 		}
 	}
+	for _, f := range cfg.Waits {
+		if err := s.addWaitFeed(f); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

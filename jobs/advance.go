@@ -557,6 +557,9 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 		w.InsertSteps(steps, created)
 	}
 	for _, a := range advs {
+		if a.ended && a.p != nil && a.p.waits {
+			w.CancelWaits(a.run.ID)
+		}
 		if !fresh || a.changedRun() {
 			w.UpdateRun(a.run.ID, a.run.Attempt, store.RunUpdate{
 				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
@@ -579,14 +582,33 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 			}
 		}
 	}
-	if len(jobs) > 0 {
-		// COPY: step jobs carry no River uniqueness, so nothing can
-		// conflict (our own UNIQUE step rows are the gate).
-		if _, err := e.client.InsertManyFastTx(ctx, tx, jobs); err != nil {
-			return false, fmt.Errorf("enqueue %d step job(s): %w", len(jobs), err)
-		}
+	if err := e.enqueue(ctx, tx, jobs); err != nil {
+		return false, err
 	}
 	return true, nil
+}
+
+// copyJobsFrom is the batch size from which step jobs go in by COPY: a
+// COPY costs pgx an extra round trip (it describes the table first), so
+// a step's one successor is cheaper as one INSERT.
+const copyJobsFrom = 16
+
+// enqueue inserts step jobs in tx. Step jobs carry no River uniqueness, so
+// nothing can conflict (our own UNIQUE step rows are the gate).
+func (e *Engine) enqueue(ctx context.Context, tx pgx.Tx, jobs []river.InsertManyParams) error {
+	var err error
+	switch {
+	case len(jobs) == 0:
+		return nil
+	case len(jobs) < copyJobsFrom:
+		_, err = e.client.InsertManyTx(ctx, tx, jobs)
+	default:
+		_, err = e.client.InsertManyFastTx(ctx, tx, jobs)
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue %d step job(s): %w", len(jobs), err)
+	}
+	return nil
 }
 
 // stepJob is the River job that performs one attempt of a step. Its args

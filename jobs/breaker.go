@@ -100,32 +100,45 @@ type pageWorker struct {
 func (w *pageWorker) Work(ctx context.Context, job *river.Job[PageArgs]) error {
 	e, a := w.e, job.Args
 	e.faults.Hit(FaultBeforePage)
-	n := e.project.Notifier(a.Notifier)
+	text := fmt.Sprintf("rflow %s: workflow %s paused at %s (%s). New runs wait; start them with: rflow workflows resume %s",
+		a.Project, a.Workflow, a.PausedAt.UTC().Format(time.RFC3339), a.Reason, a.Workflow)
+	fields := map[string]any{"event": "circuit_breaker.tripped", "text": text, "project": a.Project,
+		"workflow": a.Workflow, "reason": a.Reason, "paused_at": a.PausedAt.UTC().Format(time.RFC3339), "trip_id": a.TripID.String()}
+	err := e.page(ctx, a.Notifier, "page for workflow "+a.Workflow, text, fields,
+		map[string]string{"Idempotency-Key": a.TripID.String(), "X-Rflow-Workflow": a.Workflow})
+	if err != nil {
+		return err
+	}
+	e.logger.Info("circuit breaker paged", "workflow", a.Workflow, "notifier", a.Notifier, "trip", a.TripID)
+	return nil
+}
+
+// page posts one message to a project notifier: text for Slack and
+// Discord, fields as the JSON body of a plain webhook. headers carry the
+// message's Idempotency-Key, so a retry after a crash can be dropped by
+// the receiver. what names the message in errors.
+func (e *Engine) page(ctx context.Context, notifier, what, text string, fields map[string]any, headers map[string]string) error {
+	n := e.project.Notifier(notifier)
 	if n == nil {
 		// A deploy from another project file named a notifier this
 		// process does not have; retrying cannot help.
-		return river.JobCancel(fmt.Errorf("page for workflow %s: this process's project has no notifier %q", a.Workflow, a.Notifier))
+		return river.JobCancel(fmt.Errorf("%s: this process's project has no notifier %q", what, notifier))
 	}
 	if n.URL == "" {
-		return fmt.Errorf("page for workflow %s: notifier %s has no URL (an unset environment variable?)", a.Workflow, n.Name)
+		return fmt.Errorf("%s: notifier %s has no URL (an unset environment variable?)", what, n.Name)
 	}
-	text := fmt.Sprintf("rflow %s: workflow %s paused at %s (%s). New runs wait; start them with: rflow workflows resume %s",
-		a.Project, a.Workflow, a.PausedAt.UTC().Format(time.RFC3339), a.Reason, a.Workflow)
 	payload, chat := chatPayload(n.Format, text)
 	if !chat {
-		payload = map[string]any{"event": "circuit_breaker.tripped", "text": text, "project": a.Project,
-			"workflow": a.Workflow, "reason": a.Reason, "paused_at": a.PausedAt.UTC().Format(time.RFC3339), "trip_id": a.TripID.String()}
+		payload = fields
 	}
 	body, err := workflow.MarshalJSON(payload)
 	if err != nil {
-		return fmt.Errorf("page for workflow %s: %w", a.Workflow, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	req := request{method: http.MethodPost, url: n.URL, contentType: "application/json", body: body,
-		headers: map[string]string{"Idempotency-Key": a.TripID.String(), "X-Rflow-Workflow": a.Workflow}}
+	req := request{method: http.MethodPost, url: n.URL, contentType: "application/json", body: body, headers: headers}
 	ok := func(code int) bool { return code >= 200 && code < 300 }
 	if _, _, err := e.roundTrip(ctx, req, notifyTimeout, "", ok); err != nil {
-		return fmt.Errorf("page notifier %s for workflow %s: %w", n.Name, a.Workflow, err)
+		return fmt.Errorf("%s: notifier %s: %w", what, n.Name, err)
 	}
-	e.logger.Info("circuit breaker paged", "workflow", a.Workflow, "notifier", n.Name, "trip", a.TripID)
 	return nil
 }

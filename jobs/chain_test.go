@@ -23,7 +23,7 @@ import (
 
 // chainProject writes a project (with the Emitter's ABI as ./Vault.json)
 // and loads it; lookupEnv resolves ${VAR}s (nil: the environment).
-func chainProject(t *testing.T, projectYAML string, lookupEnv func(string) (string, bool)) *workflow.Project {
+func chainProject(t testing.TB, projectYAML string, lookupEnv func(string) (string, bool)) *workflow.Project {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))

@@ -187,6 +187,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &stepWorker{e: e})
 	river.AddWorker(workers, &pageWorker{e: e})
+	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	periodic := []*river.PeriodicJob{}
 	if err := cfg.Rehearsal.check(); err != nil {
 		return nil, err

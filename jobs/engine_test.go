@@ -97,7 +97,7 @@ func setup(t *testing.T, projectYAML string) *testBundle {
 
 // deployed starts an engine for project on a fresh database and deploys
 // the project's workflows.
-func deployed(t *testing.T, project *workflow.Project) (*pgxpool.Pool, *jobs.Engine) {
+func deployed(t testing.TB, project *workflow.Project) (*pgxpool.Pool, *jobs.Engine) {
 	t.Helper()
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(context.Background(), url)
@@ -109,14 +109,14 @@ func deployed(t *testing.T, project *workflow.Project) (*pgxpool.Pool, *jobs.Eng
 	return pool, e
 }
 
-func startEngine(t *testing.T, pool *pgxpool.Pool, url string, project *workflow.Project) *jobs.Engine {
+func startEngine(t testing.TB, pool *pgxpool.Pool, url string, project *workflow.Project) *jobs.Engine {
 	t.Helper()
 	return startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, FetchCooldown: time.Millisecond})
 }
 
 // startEngineWith starts an engine on cfg, with the relayer's backends
 // dialled from the project the way rflow start does.
-func startEngineWith(t *testing.T, cfg jobs.Config) *jobs.Engine {
+func startEngineWith(t testing.TB, cfg jobs.Config) *jobs.Engine {
 	t.Helper()
 	backends, release, err := jobs.DialBackends(context.Background(), cfg.Project, nil)
 	require.NoError(t, err)

@@ -9,4 +9,10 @@ const (
 	FaultAfterEffect  = "after-effect"         // the effect happened, its outcome not yet committed
 	FaultMidForeach   = "mid-foreach"          // a foreach item's outcome is committed, others pending
 	FaultAfterReserve = "budget.after-reserve" // a send's budget reservation is written, the relayer not yet called
+	// FaultBeforeResimulate: an approval is decided and committed, the
+	// approved send not yet re-simulated nor handed to the relayer.
+	FaultBeforeResimulate = "approval.before-resimulate"
+	// FaultAfterWaitSettle: a wait's match and its run's next step are
+	// written, the feed's transaction not yet committed.
+	FaultAfterWaitSettle = "wait.after-settle"
 )

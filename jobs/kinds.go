@@ -51,7 +51,7 @@ func stepKinds() map[string]stepKind {
 		workflow.StepNotify:   {effect: true, exec: (*Engine).execHTTP, timeout: notifyStepTimeout},
 		workflow.StepSend:     {effect: true, exec: (*Engine).execSend},
 		workflow.StepDelay:    {effect: true, arrive: (*advance).arriveDelay, exec: (*Engine).execDelay},
-		workflow.StepWaitFor:  {effect: true}, // parsed and validated; not executable yet
+		workflow.StepWaitFor:  {effect: true, arrive: (*advance).arriveWaitFor, exec: (*Engine).execWaitFor},
 	}
 }
 
@@ -88,15 +88,22 @@ func (e *Engine) exec(ctx context.Context, x *attempt) (outcome, error) {
 }
 
 func (a *advance) arriveGoto(ctx context.Context, tx pgx.Tx, l loc, key string, env workflow.Env) (*loc, error) {
+	a.journal(l, key, store.StepCompleted, mustJSON(map[string]any{"goto": l.n.step.Goto}), nil)
+	return a.jumpTo(ctx, tx, l, key, l.n.step.Goto)
+}
+
+// jumpTo moves the run from the finished step at l to the top-level step
+// id (a goto, a wait_for's on_timeout goto): a new epoch, so the steps
+// from there on run again.
+func (a *advance) jumpTo(ctx context.Context, tx pgx.Tx, l loc, key, id string) (*loc, error) {
 	s := l.n.step
 	if l.n.depth > 0 {
 		return nil, a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto inside foreach is not supported", s.ID))
 	}
-	target := a.p.nodes[s.Goto]
+	target := a.p.nodes[id]
 	if target == nil || target.depth > 0 {
-		return nil, a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto target %q is not a top-level step", s.ID, s.Goto))
+		return nil, a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: goto target %q is not a top-level step", s.ID, id))
 	}
-	a.journal(l, key, store.StepCompleted, mustJSON(map[string]any{"goto": s.Goto}), nil)
 	a.epoch++
 	if a.epoch > a.e.maxJumps {
 		return nil, a.fail(ctx, tx, l, key, fmt.Sprintf("step %s: more than %d goto jumps in one run (loop guard)", s.ID, a.e.maxJumps))

@@ -19,6 +19,9 @@ const (
 type plan struct {
 	wf    *workflow.Workflow
 	nodes map[string]*node
+	// waits: some step is a wait_for, so a run that ends cancels its
+	// live waits (flush).
+	waits bool
 }
 
 type node struct {
@@ -34,6 +37,9 @@ func newPlan(wf *workflow.Workflow) *plan {
 	p := &plan{wf: wf, nodes: map[string]*node{}}
 	p.index(wf.Steps, nil, sectionSteps)
 	p.index(wf.Finally, nil, sectionFinally)
+	for _, n := range p.nodes {
+		p.waits = p.waits || n.step.WaitFor != nil
+	}
 	return p
 }
 

@@ -25,7 +25,10 @@ type outcome struct {
 	keepOutput bool
 	// parked: the executor committed the attempt's state itself (a send
 	// handed to the relayer); there is nothing to settle.
-	parked  bool
+	parked bool
+	// jump continues the run at this top-level step instead of the next
+	// one (a wait_for's on_timeout goto), in the settle's transaction.
+	jump    string
 	started time.Time
 }
 
@@ -123,7 +126,13 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 			step.Status, step.Output = store.StepCompleted, output
 			a.rows[key] = step
 			a.decoded[key] = o.output
-			next, err := a.after(ctx, tx, l, o.output)
+			var next *loc
+			var err error
+			if o.jump != "" {
+				next, err = a.jumpTo(ctx, tx, l, key, o.jump)
+			} else {
+				next, err = a.after(ctx, tx, l, o.output)
+			}
 			if err != nil {
 				return false, err
 			}

@@ -13,8 +13,8 @@ import (
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// CancelRun cancels a run and the transactions of the sends it is waiting
-// on, in tx. The cancellation of a send is only recorded here (an operator
+// CancelRun cancels a run, its pending approvals, the waits it is parked on
+// and the transactions of the sends it is waiting on, in tx. The cancellation of a send is only recorded here (an operator
 // command has no node connection); the relayer job of a running process
 // carries it out: a send without a nonce is never signed, a broadcast one is
 // replaced by a same-nonce no-op. Each such step's error, and the run's,
@@ -34,6 +34,16 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error)
 	run, err := store.CancelRun(ctx, tx, id)
 	if err != nil {
 		return run, err
+	}
+	// A pending approval can no longer be decided; an approved one whose
+	// send was not handed over yet never will be (its job sees the run
+	// cancelled).
+	if _, err := store.CancelRunApprovals(ctx, tx, id, ""); err != nil {
+		return nil, err
+	}
+	// A wait_for it is parked on ends with it: no event resumes it.
+	if err := store.CancelWaits(ctx, tx, id); err != nil {
+		return nil, err
 	}
 	noted := false
 	for _, s := range journal {

@@ -25,13 +25,22 @@ func (e *Engine) execSend(ctx context.Context, x *attempt) (outcome, error) {
 	if e.relayer == nil {
 		return outcome{err: errors.New("send: the project declares no wallets")}, nil
 	}
+	ext := externalID(x.run.ID, x.step.Key, x.step.Attempt)
+	if x.l.n.step.Send.Approval != nil {
+		return e.execGatedSend(ctx, x, ext)
+	}
 	if x.step.Status == store.StepWaiting {
 		return outcome{parked: true}, nil // already handed to the relayer; it resumes the run
 	}
-	req, err := e.sendRequest(x.l.n.step, x.a.env(x.l), externalID(x.run.ID, x.step.Key, x.step.Attempt))
+	req, err := e.sendRequest(x.l.n.step, x.a.env(x.l), ext)
 	if err != nil {
 		return outcome{err: err}, nil
 	}
+	return e.sendNow(ctx, x, req)
+}
+
+// sendNow reserves the send's budget and hands req to the relayer.
+func (e *Engine) sendNow(ctx context.Context, x *attempt, req relayer.Request) (outcome, error) {
 	spend, err := e.budgetSpend(x, req)
 	if err != nil {
 		return outcome{err: err}, nil
@@ -84,9 +93,6 @@ func (e *Engine) sendRequest(s *workflow.Step, env workflow.Env, id string) (rel
 	req.Confirmations = n.Confirmations
 	if send.Confirmations != nil {
 		req.Confirmations = *send.Confirmations
-	}
-	if send.Approval != nil {
-		return req, errors.New("send: approval gates are not available in this version of rflow; remove approval:")
 	}
 	if c := e.project.Contract(send.Contract); c != nil {
 		req.To = c.Address

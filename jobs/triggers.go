@@ -25,7 +25,7 @@ import (
 func (e *Engine) ChainConfig() chain.Config {
 	p := e.project
 	src := &triggerSource{e: e}
-	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load}
+	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e}
 	for _, n := range p.Networks {
 		cfg.Networks = append(cfg.Networks, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
@@ -51,11 +51,40 @@ func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
 	if err != nil {
 		return chain.Triggers{}, err
 	}
+	// Live waits keep their feeds followed whatever is deployed now (a
+	// run parked under an older generation).
+	live, err := store.LiveWaitSteps(ctx, s.e.pool)
+	if err != nil {
+		return chain.Triggers{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gens != nil && maps.Equal(gens, s.gens) {
-		return s.trig, nil
+	if s.gens == nil || !maps.Equal(gens, s.gens) {
+		trig, err := s.build(ctx, gens)
+		if err != nil {
+			return chain.Triggers{}, err
+		}
+		s.gens, s.trig = gens, trig
 	}
+	trig := s.trig
+	trig.Waits = slices.Clone(trig.Waits)
+	for _, ws := range live {
+		p, err := s.e.plan(ctx, s.e.pool, ws.Workflow, ws.Generation)
+		if err != nil {
+			s.e.logger.Warn("cannot follow the event a parked wait awaits", "workflow", ws.Workflow, "generation", ws.Generation,
+				"step", ws.StepID, "err", err)
+			continue
+		}
+		if n := p.nodes[ws.StepID]; n != nil {
+			trig.Waits = s.e.addWaitFeed(trig.Waits, n.step)
+		}
+	}
+	return trig, nil
+}
+
+// build maps the deployed generations gens to chain triggers and the wait
+// feeds their wait_for steps need.
+func (s *triggerSource) build(ctx context.Context, gens map[string]int64) (chain.Triggers, error) {
 	var trig chain.Triggers
 	for _, name := range slices.Sorted(maps.Keys(gens)) {
 		p, err := s.e.plan(ctx, s.e.pool, name, gens[name])
@@ -71,9 +100,34 @@ func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
 		if err := s.e.addChainTrigger(&trig, p.wf, gens[name]); err != nil {
 			s.e.logger.Warn("cannot map a chain trigger; it does not run here", "workflow", name, "generation", gens[name], "err", err)
 		}
+		for _, id := range slices.Sorted(maps.Keys(p.nodes)) {
+			trig.Waits = s.e.addWaitFeed(trig.Waits, p.nodes[id].step)
+		}
 	}
-	s.gens, s.trig = gens, trig
 	return trig, nil
+}
+
+// addWaitFeed adds the feed a wait_for step s listens on to feeds, unless
+// it is there already (or s is no wait_for).
+func (e *Engine) addWaitFeed(feeds []chain.WaitFeed, s *workflow.Step) []chain.WaitFeed {
+	if s.WaitFor == nil || s.WaitFor.Event == nil {
+		return feeds
+	}
+	c := e.project.Contract(s.WaitFor.Event.Contract)
+	if c == nil {
+		return feeds
+	}
+	ev, err := chain.NewEvent(*c.ABI, s.WaitFor.Event.Event)
+	if err != nil {
+		e.logger.Warn("cannot follow an awaited event", "step", s.ID, "err", err)
+		return feeds
+	}
+	for _, f := range feeds {
+		if f.Network == c.Network && f.Address == c.Address && f.Event.Topic() == ev.Topic() {
+			return feeds
+		}
+	}
+	return append(feeds, chain.WaitFeed{Network: c.Network, Address: c.Address, Event: ev})
 }
 
 // addChainTrigger appends wf's event, block or read trigger to trig. Each

@@ -127,10 +127,14 @@ type runResponse struct {
 	Run *Run `json:"run"`
 }
 
-// runDetail is a run with its whole step journal.
+// runDetail is a run with its whole step journal and its wait_for waits.
 type runDetail struct {
 	Run   *Run    `json:"run"`
 	Steps []*Step `json:"steps"`
+	// Approvals are the run's approval gates, decided or not (who, when, why).
+	Approvals []*Approval `json:"approvals"`
+	// Waits are the run's wait_for conditions and what matched them.
+	Waits []*store.Wait `json:"waits,omitempty"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +153,17 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps)})
+	aps, err := store.ListApprovals(r.Context(), s.pool, store.ApprovalFilter{RunID: id})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	waits, err := store.RunWaits(r.Context(), s.pool, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Approvals: NewApprovals(aps), Waits: waits})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

@@ -42,6 +42,9 @@ type Engine interface {
 	StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (runID uuid.UUID, created bool, err error)
 	RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) // store.ErrNotFound / error when not failed
 	CancelRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error)
+	// DecideApprovalTx approves or rejects a pending approval and enqueues what follows; the same
+	// decision again returns it as it is; a conflicting or late one is a *store.ApprovalConflictError.
+	DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, d store.ApprovalDecision) (*store.Approval, error)
 	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed while it was paused (the console).
 	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
 	// Workflow returns the current compiled definition (for webhook secret/idempotency_key/ttl).
@@ -208,6 +211,10 @@ func (s *Server) routes() []route {
 		{http.MethodGet, "/v1/runs/{id}", v1(s.getRun)},
 		{http.MethodPost, "/v1/runs/{id}/retry", v1(s.retryRun)},
 		{http.MethodPost, "/v1/runs/{id}/cancel", v1(s.cancelRun)},
+		{http.MethodGet, "/v1/approvals", v1(s.listApprovals)},
+		{http.MethodGet, "/v1/approvals/{id}", v1(s.getApproval)},
+		{http.MethodPost, "/v1/approvals/{id}/approve", v1(s.approve)},
+		{http.MethodPost, "/v1/approvals/{id}/reject", v1(s.reject)},
 	}
 }
 

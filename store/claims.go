@@ -92,6 +92,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	}
 	n := len(claims)
 	ids := make([]uuid.UUID, n)
+	raw := make([][16]byte, n) // uuid.UUID's driver.Valuer is a slow text round trip
 	wfs := make([]string, n)
 	keys := make([]string, n)
 	kinds := make([]string, n)
@@ -101,6 +102,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	hashes := make([]*string, n)
 	for i, c := range claims {
 		ids[i] = uuid.Must(uuid.NewV7())
+		raw[i] = ids[i]
 		wfs[i], keys[i], kinds[i] = c.Workflow, c.TriggerKey, string(c.TriggerKind)
 		payloads[i] = "{}"
 		if len(c.Trigger) > 0 {
@@ -123,7 +125,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 		ORDER BY c.ord
 		ON CONFLICT (workflow_name, trigger_key) DO NOTHING
 		RETURNING id, workflow_name, generation, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,
-		ids, wfs, keys, kinds, payloads, chainIDs, blocks, hashes)
+		raw, wfs, keys, kinds, payloads, chainIDs, blocks, hashes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d run(s): %w", n, err)
 	}

@@ -106,8 +106,8 @@ type ReorgRecord struct {
 // first, so it serialises with ingesters, which lock their cursor row and
 // then check LastReorgID), replaces
 // the window from the fork with canonical (the new blocks from ForkBlock
-// on), marks runs whose triggering block is no longer canonical as orphaned,
-// and inserts the indexer.reorgs row. It returns the orphaned run ids.
+// on), returns wait_for candidates past the fork to waiting, marks runs
+// whose triggering block is no longer canonical as orphaned, and inserts the indexer.reorgs row. It returns the orphaned run ids.
 func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []IndexedBlock, keep int64) ([]uuid.UUID, error) {
 	// Lock every cursor of the chain first: an ingester holding its cursor
 	// row finishes (and its advance is then seen and rewound) before the
@@ -126,6 +126,9 @@ func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []Index
 		return nil, fmt.Errorf("drop replaced blocks of chain %d: %w", r.ChainID, err)
 	}
 	if err := AppendBlocks(ctx, tx, r.ChainID, canonical, keep); err != nil {
+		return nil, err
+	}
+	if err := disarmWaits(ctx, tx, r.ChainID, r.ForkBlock); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, `

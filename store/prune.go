@@ -67,7 +67,7 @@ const prunable = `
 	      WHERE c.workflow_name = r.workflow_name AND c.trigger_kind = 'cron'))`
 
 // PruneRuns deletes the runs f selects, with their step journal (and
-// whatever else references them, by cascade) and the River job rows left
+// whatever else references them by cascade) and the River job rows left
 // of them, in transactions of at most f.Batch runs. Rows another
 // transaction holds (a retry, a cancel, another pruner) are skipped with
 // FOR UPDATE SKIP LOCKED, so pruning never waits on the engine. It stops
@@ -92,6 +92,8 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 			), jobs AS (
 				DELETE FROM river.river_job j USING victims v
 				WHERE j.args @> jsonb_build_object('run_id', v.id) AND j.state <> 'running'
+			), steps AS (
+				DELETE FROM rflow.step_runs s USING victims v WHERE s.run_id = v.id
 			), runs AS (
 				DELETE FROM rflow.workflow_runs r USING victims v WHERE r.id = v.id RETURNING 1
 			)

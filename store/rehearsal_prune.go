@@ -125,7 +125,8 @@ func pruneRehearsal(ctx context.Context, pool *pgxpool.Pool, r Rehearsal, batch 
 	if !IsRehearsal(name) { // defence in depth: the shape is the guarantee
 		return fmt.Errorf("%s is not a rehearsal", name)
 	}
-	// Runs first (not ones a job is working), with their simulated sends.
+	// Runs first (not ones a job is working), with their journal (no
+	// foreign key cascades to it) and their simulated sends.
 	for {
 		var runs, sends int64
 		err := pool.QueryRow(ctx, `
@@ -143,6 +144,8 @@ func pruneRehearsal(ctx context.Context, pool *pgxpool.Pool, r Rehearsal, batch 
 				       WHERE s.kind = 'send') k
 				WHERE t.external_id = k.external_id AND t.dry_run AND t.status = 'simulated'
 				RETURNING 1
+			), steps AS (
+				DELETE FROM rflow.step_runs s USING victims v WHERE s.run_id = v.id
 			), runs AS (
 				DELETE FROM rflow.workflow_runs r USING victims v WHERE r.id = v.id RETURNING 1
 			)

@@ -91,6 +91,8 @@ func TestPruneRehearsals(t *testing.T) {
 	require.Zero(t, count(t, f.pool, `SELECT count(*) FROM rflow.workflows WHERE name = $1`, s1.Name()))
 	require.Zero(t, count(t, f.pool, `SELECT count(*) FROM rflow.budgets WHERE workflow_name = $1`, s1.Name()))
 	require.Zero(t, count(t, f.pool, `SELECT count(*) FROM river.river_job WHERE queue = $1`, s1.Queue()))
+	require.Zero(t, count(t, f.pool, `SELECT count(*) FROM rflow.step_runs WHERE run_id = ANY($1::uuid[])`, mine),
+		"the session's journal goes with its runs")
 
 	// --all of replays: s2 goes, the test session and live rows stay.
 	got, err = store.PruneRehearsals(ctx, f.pool, store.RehearsalPruneFilter{Kind: store.RehearsalReplay})

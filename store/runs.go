@@ -135,8 +135,9 @@ type RunFilter struct {
 
 // ListRuns returns a page of runs, newest first: by created_at, then id
 // (runs claimed in one transaction share created_at), a keyset the
-// workflow_runs_paging index serves, so deep pages cost what the first one
-// does. A Before run that does not exist (pruned meanwhile) is ErrNotFound.
+// workflow_runs_paging index serves (workflow_runs_workflow_paging,
+// _status_paging or _workflow_status under filters), so deep pages cost
+// what the first one does. A Before run that does not exist (pruned meanwhile) is ErrNotFound.
 func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50

@@ -170,7 +170,7 @@ func CopySteps(ctx context.Context, tx pgx.Tx, steps []NewStep) error {
 			case StepCompleted, StepSkipped, StepFailed:
 				finished = &now
 			}
-			return []any{s.RunID, s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, finished}, nil
+			return []any{[16]byte(s.RunID), s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, finished}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("journal %d first step(s): %w", len(steps), err)

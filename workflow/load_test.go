@@ -215,6 +215,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"6:84: unknown budget refund; declare it under the workflow's budgets:; did you mean refunds?"}},
 		{"ERC-20 budget on a call it cannot count", "name: w\ntrigger: { manual: {} }\nbudgets: [{ name: tokens, asset: Vault, cap: 100, window: 1h }]\nsteps:\n  - id: a\n    send: { wallet: ops, contract: Vault, function: refund, args: [\"0x5FbDB2315678afecb367f032d93F642f64180aa3\", 1], budget: tokens }\n",
 			[]string{"6:126: budget tokens caps Vault transfers: a send under it must call Vault.transfer or Vault.transferFrom (contract: Vault, function: transfer)"}},
+		{"approval notify unknown", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send:\n      wallet: ops\n      to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n      approval: { notify: pagr }\n",
+			[]string{"8:27: approval notify: unknown notifier \"pagr\""}},
 		{"bad step id", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: my-step\n    noop: {}\n",
 			[]string{"4:9: step id \"my-step\" must start with a letter or _"}},
 		{"yaml syntax", "name: w\ntrigger: { manual: {} \nsteps: []\n",

@@ -357,7 +357,7 @@ func (l *loader) checkStatic(v *Value, what string, want *typ) {
 }
 
 func (l *loader) approval(n *node, sc *scope) *Approval {
-	m := l.fields(n, "approval", "required", "timeout", "on_timeout")
+	m := l.fields(n, "approval", "required", "timeout", "on_timeout", "notify")
 	if m == nil {
 		return nil
 	}
@@ -376,6 +376,18 @@ func (l *loader) approval(n *node, sc *scope) *Approval {
 			if v == "proceed" {
 				l.warnf(o.pos, "approval on_timeout: proceed broadcasts the transaction when nobody answers in time")
 			}
+		}
+	}
+	if nn := m["notify"]; !nn.isNull() {
+		name := l.str(nn, "notify")
+		if l.p.Notifier(name) == nil && name != "" {
+			hint := suggest(name, l.p.notifierNames())
+			if len(l.p.Notifiers) == 0 {
+				hint = " (declare it under the project's notifiers:)"
+			}
+			l.errorf(nn.pos, "approval notify: unknown notifier %q%s", name, hint)
+		} else {
+			a.Notify = name
 		}
 	}
 	return a
@@ -402,6 +414,7 @@ func (l *loader) waitFor(ctx *wfCtx, s *Step, n *node, sc *scope, list *stepList
 			}
 			if w := em["where"]; !w.isNull() {
 				we.Where = l.boolExpr(w, waitScope(sc, evT), "where")
+				we.Keys = waitKeys(we.Where)
 			}
 			wf.Event = we
 		}

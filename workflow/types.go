@@ -346,6 +346,9 @@ type Approval struct {
 	Required  *Expr
 	Timeout   time.Duration // default 24h
 	OnTimeout string        // reject (default) | proceed
+	// Notify names the project notifier told of each pending approval,
+	// with its summary and the commands to decide it ("": none).
+	Notify string
 }
 
 // WaitFor parks a run until an event arrives or the timeout passes.
@@ -364,6 +367,8 @@ type WaitEvent struct {
 	Event    string
 	Where    *Expr
 	ABIEvent *abi.Event
+	// Keys are the equalities Where requires of the event (see WaitKey).
+	Keys []WaitKey
 }
 
 // Foreach runs Steps once per item of Items.

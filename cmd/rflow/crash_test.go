@@ -172,6 +172,13 @@ func enqueueManual(t *testing.T, pool *pgxpool.Pool, config string, n int) {
 // enqueueManualKeys claims n manual runs keyed <prefix>0000, <prefix>0001, …
 func enqueueManualKeys(t *testing.T, pool *pgxpool.Pool, config, prefix string, n int) {
 	t.Helper()
+	enqueueWorkflowRuns(t, pool, config, "pipeline", prefix, n)
+}
+
+// enqueueWorkflowRuns claims n manual runs of workflow wf keyed
+// <prefix>0000, <prefix>0001, …
+func enqueueWorkflowRuns(t *testing.T, pool *pgxpool.Pool, config, wf, prefix string, n int) {
+	t.Helper()
 	ctx := context.Background()
 	project, err := workflow.Load(config, workflow.LoadOptions{})
 	require.NoError(t, err)
@@ -183,7 +190,7 @@ func enqueueManualKeys(t *testing.T, pool *pgxpool.Pool, config, prefix string, 
 	require.NoError(t, err)
 	claims := make([]store.Claim, n)
 	for i := range claims {
-		claims[i] = store.Claim{Workflow: "pipeline", TriggerKey: fmt.Sprintf("%s%04d", prefix, i), TriggerKind: "manual", Trigger: []byte(`{}`)}
+		claims[i] = store.Claim{Workflow: wf, TriggerKey: fmt.Sprintf("%s%04d", prefix, i), TriggerKind: "manual", Trigger: []byte(`{}`)}
 	}
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := e.ClaimTx(ctx, tx, claims)

@@ -63,7 +63,7 @@ func openEmbedded(c *cli.Context, project string, logger *slog.Logger, mustExist
 		db.Embedded = lp
 		db.URL = lp.URL("postgres")
 	}
-	pool, err := connect(c.Context, db.URL)
+	pool, err := connect(c.Context, db.URL, c.Int("workers"))
 	if err != nil {
 		if db.Embedded != nil {
 			_ = db.Embedded.Stop(context.Background())
@@ -75,11 +75,17 @@ func openEmbedded(c *cli.Context, project string, logger *slog.Logger, mustExist
 }
 
 // connect opens a pool and proves the server answers, so an unreachable
-// database is one clear line rather than a failure later on.
-func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// database is one clear line rather than a failure later on. A process
+// that works steps (workers > 0) gets a pool sized for them unless the URL
+// sets pool_max_conns: pgx's default, four connections on a small
+// machine, had 50 workers, River and the triggers queueing for them.
+func connect(ctx context.Context, url string, workers int) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database URL is not valid: %s", cleanPgError(err))
+	}
+	if workers > 0 && !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = max(cfg.MaxConns, poolSize(workers))
 	}
 	cfg.ConnConfig.ConnectTimeout = 5e9
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -92,6 +98,15 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 			cfg.ConnConfig.Host, cleanPgError(err))
 	}
 	return pool, nil
+}
+
+// poolSize is the connections a process with workers step workers opens
+// at most: a worker holds one only around its step's reads and outcome,
+// not during the effect, so a quarter of them plus River's and the
+// triggers' own; four processes at the default 50 workers stay within
+// Postgres's default max_connections of 100.
+func poolSize(workers int) int32 {
+	return int32(workers/4 + 8)
 }
 
 // undefinedTable is SQLSTATE 42P01, undefined_table.

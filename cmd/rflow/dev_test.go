@@ -441,6 +441,22 @@ func TestDevViewFormats(t *testing.T) {
 	require.Equal(t, 5, strings.Count(out, "\n"))
 }
 
+// TestDevViewApprovalHint: a pending approval is shown with its summary and
+// the commands that decide it.
+func TestDevViewApprovalHint(t *testing.T) {
+	t.Parallel()
+	ap := &store.Approval{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000001"), RunID: uuid.New(), StepKey: "pay",
+		Summary:   []byte(`{"network":"local","wallet":"ops","to":"0x000000000000000000000000000000000000dEaD","value":"7"}`),
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	var plain bytes.Buffer
+	newDevView(&plain).approvalWaiting(ap)
+	require.Contains(t, plain.String(), `approve="rflow approve 00000001"`)
+	require.Contains(t, plain.String(), `summary="send 7 wei to 0x000000000000000000000000000000000000dEaD from ops on local"`)
+	var tidy bytes.Buffer
+	(&devView{w: &tidy, tty: true}).approvalWaiting(ap)
+	require.Contains(t, tidy.String(), "rflow approve 00000001 | reject: rflow reject 00000001 --reason R")
+}
+
 // Flag mistakes are usage errors, reported before anything starts.
 func TestDevUsageErrors(t *testing.T) {
 	t.Parallel()

@@ -272,6 +272,15 @@ func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, since time.Time,
 			if r.Status.Terminal() || r.Status.Waiting() {
 				v.runStatus(r)
 			}
+			if r.Status == store.RunWaitingApproval {
+				aps, err := store.ListApprovals(ctx, pool, store.ApprovalFilter{RunID: r.ID, Status: store.ApprovalPending})
+				if err != nil {
+					return err
+				}
+				for _, a := range aps {
+					v.approvalWaiting(a)
+				}
+			}
 		}
 	}
 	// Forget finished runs that fell out of the window.
@@ -412,4 +421,17 @@ func plainLine(line, took, errText string) string {
 		line += fmt.Sprintf(" error=%q", errText)
 	}
 	return line
+}
+
+// approvalWaiting says what a pending approval would send and how to
+// decide it.
+func (v *devView) approvalWaiting(a *store.Approval) {
+	short := store.ShortID(a.ID)
+	if v.tty {
+		v.printf("%s       %s %s  approve: rflow approve %s | reject: rflow reject %s --reason R",
+			v.stamp(a.CreatedAt), v.color(ansiYell, "?"), oneLine(summaryLine(a), 80), short, short)
+		return
+	}
+	v.printf("%s run=%s step=%s approval=%s pending summary=%q approve=%q reject=%q", v.stamp(a.CreatedAt), a.RunID, a.StepKey,
+		a.ID, summaryLine(a), "rflow approve "+short, "rflow reject "+short+" --reason R")
 }

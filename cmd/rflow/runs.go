@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,13 +70,7 @@ func runArg(c *cli.Context) (string, error) {
 	return "", usagef("%q is not a run id (a UUID, or the %d-character short id `rflow dev` prints)", arg, store.ShortIDLen)
 }
 
-func isShortID(s string) bool {
-	if len(s) != store.ShortIDLen {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
+func isShortID(s string) bool { return store.IsShortID(s) }
 
 // resolveRun turns a run id or a short id into the run's id. An ambiguous
 // short id is an error listing the runs it matches.
@@ -206,7 +199,11 @@ func printRuns(w *tabwriter.Writer, runs []*store.Run) {
 // runDetail is `runs show -o json`: the run's API fields with its journal.
 type runDetail struct {
 	*server.Run
-	Steps []*server.Step `json:"steps"`
+	Steps     []*server.Step     `json:"steps"`
+	Approvals []*server.Approval `json:"approvals"`
+	// Waits are the run's wait_for conditions: what each awaits, its
+	// deadline, and the event that matched.
+	Waits []*store.Wait `json:"waits,omitempty"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -231,7 +228,19 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if done, err := printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps)}); done || err != nil {
+	waits, err := store.RunWaits(c.Context, db.Pool, id)
+	if err != nil {
+		return err
+	}
+	if c.String("output") == "json" {
+		aps, err := store.ListApprovals(c.Context, db.Pool, store.ApprovalFilter{RunID: id})
+		if err != nil {
+			return err
+		}
+		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps), waits})
+		return err
+	}
+	if err := checkOutput(c); err != nil {
 		return err
 	}
 	out := c.App.Writer
@@ -254,7 +263,11 @@ func runsShow(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Key, s.Kind, s.Status, s.Attempt, dur, stepDetail(c.Context, db.Pool, s))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	printWaits(out, waits)
+	return printApprovals(c.Context, out, db.Pool, run)
 }
 
 func runsRetry(c *cli.Context) error {

@@ -67,3 +67,34 @@ func stepDetail(ctx context.Context, q store.DBTX, s *store.StepRun) string {
 	}
 	return ""
 }
+
+// printWaits prints the wait_for conditions of a run (`runs show`): what
+// each step awaits, its depth and deadline, and the event it holds.
+func printWaits(w io.Writer, waits []*store.Wait) {
+	for _, wt := range waits {
+		fmt.Fprintf(w, "\nwait      %s (attempt %d): %s\n", wt.StepKey, wt.Attempt, wt.Status)
+		cond := wt.Contract + "." + wt.Event
+		if wt.Where != nil {
+			cond += " where ${{ " + *wt.Where + " }}"
+		}
+		fmt.Fprintf(w, "  awaits  %s on chain %d, %d confirmation(s), from block %d\n", cond, wt.ChainID, wt.Confirmations, wt.FromBlock)
+		if wt.Deadline != nil {
+			fmt.Fprintf(w, "  timeout %s, then %s\n", wt.Deadline.UTC().Format(time.RFC3339), wt.OnTimeout)
+		}
+		if wt.CandBlock != nil && len(wt.EventData) > 0 {
+			what := "candidate"
+			switch wt.Status {
+			case store.WaitMatched:
+				what = "matched"
+			case store.WaitArmed:
+				what = "armed by"
+			}
+			var ev struct {
+				TxHash string `json:"tx_hash"`
+			}
+			_ = json.Unmarshal(wt.EventData, &ev)
+			fmt.Fprintf(w, "  %s tx %s (block %d, log %d)\n", what, ev.TxHash, *wt.CandBlock, *wt.CandIndex)
+			fmt.Fprintf(w, "  event   %s\n", oneLine(string(wt.EventData), 200))
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -22,12 +23,55 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, sess *session) {
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "That is not a run id."})
 		return
 	}
+	back := Prefix + "runs/" + id.String()
+	c.viaAPI(w, r, sess, "/v1/runs/"+id.String()+"/retry", nil, back, "The retry was refused.")
+}
+
+// decide approves or rejects an approval through the command API
+// (POST /v1/approvals/{id}/approve|reject), recorded as decided by
+// "console" with the form's reason. The form's key makes a double submit
+// one decision; the API's checks (a conflicting or late decision: 409)
+// apply as they are.
+func (c *Console) decide(verb string) func(http.ResponseWriter, *http.Request, *session) {
+	return func(w http.ResponseWriter, r *http.Request, sess *session) {
+		id, err := uuid.Parse(r.PathValue("id"))
+		if err != nil {
+			c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "That is not an approval id."})
+			return
+		}
+		ap, err := store.GetApproval(r.Context(), c.cfg.Pool, id, false)
+		if errors.Is(err, store.ErrNotFound) {
+			c.render(w, r, http.StatusNotFound, "error", sess, view{"Message": "There is no approval " + id.String() + "."})
+			return
+		}
+		if err != nil {
+			c.fail(w, r, sess, err)
+			return
+		}
+		body, err := json.Marshal(map[string]string{"by": "console", "reason": r.PostFormValue("reason")})
+		if err != nil {
+			c.fail(w, r, sess, err)
+			return
+		}
+		back := Prefix + "runs/" + ap.RunID.String()
+		c.viaAPI(w, r, sess, "/v1/approvals/"+id.String()+"/"+verb, body, back, "The decision was refused.")
+	}
+}
+
+// viaAPI sends a console form's command to the command API's own handler,
+// with the Idempotency-Key rendered into the form, and goes back to back on
+// success; a refusal is shown with the API's message (refused otherwise).
+func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, path string, body []byte, back, refused string) {
 	key, err := uuid.Parse(r.PostFormValue("key"))
 	if err != nil {
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "The form has no command key: reload the page."})
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/runs/"+id.String()+"/retry", http.NoBody)
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, path, rd)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
@@ -38,19 +82,19 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, sess *session) {
 	res := &recorder{header: http.Header{}}
 	c.cfg.Commands.ServeHTTP(res, req)
 	if res.status == http.StatusOK {
-		http.Redirect(w, r, Prefix+"runs/"+id.String(), http.StatusSeeOther)
+		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	var body struct {
+	var answer struct {
 		Error struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	msg := "The retry was refused."
-	if json.Unmarshal(res.body.Bytes(), &body) == nil && body.Error.Message != "" {
-		msg = body.Error.Message
+	msg := refused
+	if json.Unmarshal(res.body.Bytes(), &answer) == nil && answer.Error.Message != "" {
+		msg = answer.Error.Message
 	}
-	c.render(w, r, res.status, "error", sess, view{"Message": msg, "Back": Prefix + "runs/" + id.String()})
+	c.render(w, r, res.status, "error", sess, view{"Message": msg, "Back": back})
 }
 
 // pause and resume do what `rflow workflows pause/resume` do. Both are

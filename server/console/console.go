@@ -98,6 +98,9 @@ func New(cfg Config) (*Console, error) {
 	mux.Handle("GET /ui/dlq", c.page(c.dlqPage))
 	mux.Handle("GET /ui/workflows", c.page(c.workflowsPage))
 	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(c.retry))
+	mux.Handle("GET /ui/approvals", c.page(c.approvalsPage))
+	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(c.decide("approve")))
+	mux.Handle("POST /ui/approvals/{id}/reject", c.mutation(c.decide("reject")))
 	mux.Handle("POST /ui/workflows/{name}/pause", c.mutation(c.pause))
 	mux.Handle("POST /ui/workflows/{name}/resume", c.mutation(c.resume))
 	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, _ *session) {

@@ -117,8 +117,49 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 			rows[i].Tx = t
 		}
 	}
+	aps, err := store.ListApprovals(r.Context(), c.cfg.Pool, store.ApprovalFilter{RunID: id})
+	if err != nil {
+		c.fail(w, r, sess, err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
-		"RetryKey": uuid.NewString()})
+		"RetryKey": uuid.NewString(), "Approvals": approvalRows(aps)})
+}
+
+// approvalRow is an approval with the keys its decision forms send.
+type approvalRow struct {
+	*store.Approval
+	ApproveKey, RejectKey string
+}
+
+func approvalRows(aps []*store.Approval) []approvalRow {
+	rows := make([]approvalRow, len(aps))
+	for i, a := range aps {
+		rows[i] = approvalRow{Approval: a, ApproveKey: uuid.NewString(), RejectKey: uuid.NewString()}
+	}
+	return rows
+}
+
+// approvalsPage lists approval gates, pending ones by default, each with
+// its prepared transaction and, while pending, approve and reject forms.
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, sess *session) {
+	status := store.ApprovalStatus(r.URL.Query().Get("status"))
+	switch {
+	case status == "":
+		status = store.ApprovalPending
+	case status == "all":
+		status = ""
+	case !status.Valid():
+		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "Unknown approval status " + strconv.Quote(string(status)) + "."})
+		return
+	}
+	aps, err := store.ListApprovals(r.Context(), c.cfg.Pool, store.ApprovalFilter{Status: status, Limit: pageSize})
+	if err != nil {
+		c.fail(w, r, sess, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "approvals", sess, view{"Approvals": approvalRows(aps), "Status": string(status),
+		"Statuses": store.ApprovalStatuses()})
 }
 
 // sendExternalID is the relayer key a send step journaled in its output.

@@ -9,25 +9,28 @@ import (
 	"time"
 
 	"github.com/rflow-dev/rflow/redact"
+	"github.com/rflow-dev/rflow/store"
 )
 
 // view is the data of one page; render adds the session's fields.
 type view map[string]any
 
 // pageNames are the templates under templates/, each rendered inside
-// layout.html, with the run table (runtable.html) that two pages share.
-var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows"}
+// layout.html, with the run table (runtable.html) and the approval card
+// (approval.html) that two pages share.
+var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows", "approvals"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"ts":   formatTime,
-		"dur":  duration,
-		"json": prettyJSON,
+		"short": store.ShortID,
+		"ts":    formatTime,
+		"dur":   duration,
+		"json":  prettyJSON,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS,
-			"templates/layout.html", "templates/runtable.html", "templates/"+name+".html")
+			"templates/layout.html", "templates/runtable.html", "templates/approval.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse %s: %w", name, err)
 		}

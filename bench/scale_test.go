@@ -1,0 +1,246 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// scaleRuns is how many completed runs BenchmarkScale puts in the tables
+// first (five step rows each); RFLOW_BENCH_SCALE_RUNS overrides it.
+const scaleRuns = 1_000_000
+
+// BenchmarkScale measures the claim path and the step rate on an empty
+// database and, alternating with it, on one loaded with scaleRuns finished
+// runs and five times as many step rows (one run in a thousand failed),
+// and times
+// what `rflow runs list`, `rflow runs show` and the console's pages read,
+// with both the planner's custom and its generic plans (the pool's
+// prepared statements switch to generic plans after five executions).
+// With RFLOW_BENCH_EXPLAIN set it prints each query's plan.
+func BenchmarkScale(b *testing.B) {
+	runs := scaleRuns
+	if v := os.Getenv("RFLOW_BENCH_SCALE_RUNS"); v != "" {
+		var err error
+		runs, err = strconv.Atoi(v)
+		require.NoError(b, err)
+	}
+	srv := benchServer(b)
+	url := storetest.URL(b)
+	empty, full := poolFor(b, storetest.URL(b), 60, false), poolFor(b, url, 60, false)
+	start := time.Now()
+	seedRuns(b, full, runs)
+	fmt.Printf("loaded %d finished runs and %d step rows in %s\n", runs, 5*runs, time.Since(start).Round(time.Second))
+	ce, cf := claimEngine(b, empty, "claim"), claimEngine(b, full, "claim")
+	for range b.N {
+		// Alternate the two databases, so machine noise hits both alike.
+		var claimsE, claimsF, stepsE, stepsF []float64
+		for round := range benchRounds {
+			claimsE = append(claimsE, engineClaimRate(b, empty, ce, "claim", round))
+			claimsF = append(claimsF, engineClaimRate(b, full, cf, "claim", round))
+			finishClaimed(b, empty)
+			finishClaimed(b, full)
+			name := fmt.Sprintf("steps%d", round)
+			stepsE = append(stepsE, engineStepRateOn(b, empty, srv.URL, name, nil))
+			stepsF = append(stepsF, engineStepRateOn(b, full, srv.URL, name, nil))
+			fmt.Printf("  round: claims/s empty %.0f, loaded %.0f; steps/s empty %.0f, loaded %.0f\n",
+				claimsE[round], claimsF[round], stepsE[round], stepsF[round])
+		}
+		var rc, rs []float64
+		for i := range claimsE {
+			rc, rs = append(rc, claimsF[i]/claimsE[i]), append(rs, stepsF[i]/stepsE[i])
+		}
+		ec, fc, es, fs := median(claimsE), median(claimsF), median(stepsE), median(stepsF)
+		fmt.Printf("%d runs in the tables: %.0f claims/s (%.2f of empty: %.0f), %.0f steps/s (%.2f of empty: %.0f) (median ratios)\n",
+			runs, fc, median(rc), ec, fs, median(rs), es)
+		b.ReportMetric(median(rc), "claims-loaded/empty")
+		b.ReportMetric(median(rs), "steps-loaded/empty")
+		summary.addRatio(fmt.Sprintf("claims/s with %d runs / empty", runs), fc, ec, median(rc), 0.8)
+		summary.addRatio(fmt.Sprintf("steps/s with %d runs / empty", runs), fs, es, median(rs), 0.8)
+
+		worst := 0.0
+		for _, generic := range []bool{false, true} {
+			p := poolFor(b, url, 2, generic)
+			for _, q := range scaleQueries(b, p) {
+				ms := timeQuery(b, q.run)
+				worst = max(worst, ms)
+				fmt.Printf("  %-48s generic=%-5v max %6.1f ms\n", q.name, generic, ms)
+			}
+		}
+		summary.addAbs("slowest operator read (runs list/show, console)", worst, "ms", "< 50 ms", worst < 50)
+		if os.Getenv("RFLOW_BENCH_EXPLAIN") != "" {
+			explainScale(b, full)
+		}
+	}
+}
+
+// finishClaimed marks the runs the claim measurement created completed
+// and drops their jobs, so the step measurement works only its own.
+func finishClaimed(b *testing.B, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `DELETE FROM river.river_job WHERE args->>'run_id' IN (
+		SELECT id::text FROM rflow.workflow_runs WHERE workflow_name = 'claim' AND status = 'queued')`)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `UPDATE rflow.workflow_runs SET status = 'completed', finished_at = now()
+		WHERE workflow_name = 'claim' AND status = 'queued'`)
+	require.NoError(b, err)
+}
+
+// poolFor is a pool on url; generic forces the planner's generic plans,
+// the ones prepared statements end up with.
+func poolFor(b *testing.B, url string, conns int32, generic bool) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(b, err)
+	cfg.MaxConns = conns
+	if generic {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// seedRuns loads n finished runs of ten workflows (every thousandth
+// failed) with five completed step rows each, spread over 30 days.
+func seedRuns(b *testing.B, pool *pgxpool.Pool, n int) {
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO rflow.workflows (name, spec_hash, spec) SELECT 'wf' || g, 'h', '{}' FROM generate_series(0, 9) g`,
+		`INSERT INTO rflow.workflow_runs (id, workflow_name, generation, trigger_key, trigger_kind, trigger, status, position,
+			created_at, updated_at, finished_at, chain_id, block_number, block_hash, error, failed_step)
+		 SELECT (lpad(to_hex(g), 12, '0') || '7000' || '8000' || lpad(to_hex(g), 12, '0'))::uuid,
+			'wf' || (g % 10), 1, '31337:0x' || md5(g::text) || ':' || (g % 7), 'event',
+			jsonb_build_object('input', jsonb_build_object('event', 'Deposit', 'amount', g::text,
+				'from', '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266')),
+			CASE WHEN g % 1000 = 0 THEN 'failed' ELSE 'completed' END, 'e',
+			now() - interval '30 days' + g * (interval '30 days' / $1), now() - interval '30 days' + g * (interval '30 days' / $1),
+			now() - interval '30 days' + g * (interval '30 days' / $1) + interval '1 second',
+			31337, g / 10, '0x' || md5((g / 10)::text),
+			CASE WHEN g % 1000 = 0 THEN 'step e: HTTP 500' END, CASE WHEN g % 1000 = 0 THEN 'e' END
+		 FROM generate_series(1, $1::int) g`,
+		`INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status, input, output, created_at, started_at, finished_at)
+		 SELECT r.id, s.k, s.k, 'http_call', 'completed', '{"method":"POST","url":"http://127.0.0.1:9/x"}',
+			'{"status":200,"body":{"ok":true}}', r.created_at, r.created_at, r.finished_at
+		 FROM rflow.workflow_runs r CROSS JOIN (VALUES ('a'), ('b'), ('c'), ('d'), ('e')) s(k)
+		 WHERE r.workflow_name LIKE 'wf%'`,
+		`VACUUM ANALYZE rflow.workflow_runs`,
+		`VACUUM ANALYZE rflow.step_runs`,
+		`CHECKPOINT`,
+	} {
+		var err error
+		if strings.Contains(q, "$1") {
+			_, err = pool.Exec(ctx, q, n)
+		} else {
+			_, err = pool.Exec(ctx, q)
+		}
+		require.NoError(b, err, q)
+	}
+}
+
+type scaleQuery struct {
+	name string
+	run  func(context.Context) error
+}
+
+// scaleQueries are the reads of `rflow runs list` (with its filters and a
+// deep page), `rflow runs show` (by id and by short id) and the console's
+// runs, DLQ, run and workflows pages, on a seeded database.
+func scaleQueries(b *testing.B, pool *pgxpool.Pool) []scaleQuery {
+	ctx := context.Background()
+	var failed, deep uuid.UUID
+	require.NoError(b, pool.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs WHERE status = 'failed' ORDER BY created_at DESC LIMIT 1 OFFSET 60`).Scan(&failed))
+	require.NoError(b, pool.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs WHERE workflow_name LIKE 'wf%' ORDER BY created_at LIMIT 1 OFFSET 1000`).Scan(&deep))
+	list := func(f store.RunFilter) func(context.Context) error {
+		return func(ctx context.Context) error {
+			runs, err := store.ListRuns(ctx, pool, f)
+			if err == nil && len(runs) == 0 && f.Status != store.RunRunning {
+				err = fmt.Errorf("no runs for %+v", f)
+			}
+			return err
+		}
+	}
+	return []scaleQuery{
+		{"runs list", list(store.RunFilter{})},
+		{"runs list --failed (console DLQ page)", list(store.RunFilter{Status: store.RunFailed})},
+		{"runs list --failed --workflow wf0", list(store.RunFilter{Workflow: "wf0", Status: store.RunFailed})},
+		{"runs list --workflow wf3", list(store.RunFilter{Workflow: "wf3"})},
+		{"runs list --status running", list(store.RunFilter{Status: store.RunRunning})},
+		{"runs list --failed, a deep page (--before)", list(store.RunFilter{Status: store.RunFailed, Before: &failed})},
+		{"runs list, 1,000,000th-newest page (--before)", list(store.RunFilter{Before: &deep})},
+		{"runs show <id>", func(ctx context.Context) error {
+			if _, err := store.GetRun(ctx, pool, failed, false); err != nil {
+				return err
+			}
+			_, err := store.RunSteps(ctx, pool, failed)
+			return err
+		}},
+		{"runs show <short id>", func(ctx context.Context) error {
+			runs, err := store.RunsByShortID(ctx, pool, store.ShortID(failed), 2)
+			if err == nil && len(runs) != 1 {
+				err = fmt.Errorf("%d runs for short id %s", len(runs), store.ShortID(failed))
+			}
+			return err
+		}},
+		{"console run page (run + journal)", func(ctx context.Context) error {
+			_, _, err := store.RunWithSteps(ctx, pool, failed)
+			return err
+		}},
+		{"console workflows (and every list page)", func(ctx context.Context) error {
+			_, err := store.ListWorkflows(ctx, pool)
+			return err
+		}},
+	}
+}
+
+// timeQuery runs q 12 times (past the planner's switch to a generic plan)
+// and returns the slowest of the last 6, in milliseconds.
+func timeQuery(b *testing.B, q func(context.Context) error) float64 {
+	var ms []float64
+	for i := range 12 {
+		start := time.Now()
+		require.NoError(b, q(context.Background()))
+		if i >= 6 {
+			ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+		}
+	}
+	return slices.Max(ms)
+}
+
+// explainScale prints the generic plans of the list queries.
+func explainScale(b *testing.B, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(b, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+	require.NoError(b, err)
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`SELECT id FROM rflow.workflow_runs WHERE true AND status = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, []any{"failed", 50}},
+		{`SELECT id FROM rflow.workflow_runs WHERE true AND workflow_name = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, []any{"wf3", 50}},
+		{`SELECT id FROM rflow.workflow_runs WHERE right(id::text, 8) = lower($1) ORDER BY created_at DESC, id DESC LIMIT $2`, []any{"0007a120", 2}},
+		{`SELECT run_id FROM rflow.step_runs WHERE run_id = $1 ORDER BY created_at, step_key`, []any{uuid.Nil}},
+	} {
+		rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) `+q.sql, q.args...)
+		require.NoError(b, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(b, err)
+		fmt.Printf("\n%s\n  %s\n", q.sql, strings.Join(lines, "\n  "))
+	}
+}
