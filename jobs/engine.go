@@ -384,6 +384,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 // Workflow returns the current compiled definition of a deployed workflow.
 func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow, error) {
+	if !e.owns(name) {
+		return nil, e.scopeError(name)
+	}
 	row, err := store.GetWorkflow(ctx, e.pool, name)
 	if err != nil {
 		return nil, err
@@ -399,9 +402,6 @@ func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow,
 // it from the stored spec on first use. db is the caller's transaction when
 // it has one, so a lookup never waits for a second connection.
 func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generation int64) (*plan, error) {
-	if !e.owns(name) {
-		return nil, e.scopeError(name)
-	}
 	key := fmt.Sprintf("%s@%d", name, generation)
 	e.plansMu.Lock()
 	p := e.plans[key]

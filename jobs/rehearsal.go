@@ -18,9 +18,9 @@ import (
 
 // Rehearsal makes an engine one that runs only rehearsal workflows (a
 // replay's or a workflow test's: names of the store.Rehearsal shape), apart
-// from every live process on the same database. It never plans a live
-// workflow, as a live engine never plans a rehearsal's, and it enqueues no
-// periodic job. The options say how it stays apart; each command takes
+// from every live process on the same database. It never starts a run of
+// a live workflow (nor finds one: Engine.Workflow), as a live engine never
+// starts a rehearsal's, and it enqueues no periodic job. The options say how it stays apart; each command takes
 // what it needs:
 //
 //	rflow replay: Rehearsal{Rehearsal: one session of one workflow, SkipHTTP: --skip-http}
