@@ -254,7 +254,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 
 // Start registers this process as a live node, rescues jobs left running by
-// dead nodes, and starts working jobs. Triggers should start after it.
+// dead nodes, and starts working jobs. Triggers should start after it. A
+// rehearsal in a River schema of its own only starts working its jobs.
 func (e *Engine) Start(ctx context.Context) error {
 	if e.rehearsal.ownSchema() {
 		// Nothing of a live process's duties: its jobs are all in its own
