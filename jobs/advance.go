@@ -323,7 +323,7 @@ func (a *advance) park(l loc, key string, status store.StepStatus, wake *time.Ti
 	row := &store.StepRun{RunID: a.run.ID, Key: key, StepID: l.n.step.ID, Kind: l.n.step.Kind, Attempt: 1, Status: status, WakeAt: wake}
 	a.rows[key] = row
 	a.newSteps = append(a.newSteps, store.NewStep{Key: key, StepID: row.StepID, Kind: row.Kind, Status: status, WakeAt: wake})
-	a.jobs = append(a.jobs, stepJob(a.run, key, 1, wake))
+	a.jobs = append(a.jobs, a.e.stepJob(a.run, key, 1, wake))
 	a.position = key
 }
 
@@ -627,9 +627,9 @@ func (e *Engine) enqueue(ctx context.Context, tx pgx.Tx, jobs []river.InsertMany
 // stepJob is the River job that performs one attempt of a step. Its args
 // carry the run attempt, generation and step attempt it was made for, so a
 // job that outlived them is recognised as stale.
-func stepJob(run *store.Run, key string, attempt int, at *time.Time) river.InsertManyParams {
+func (e *Engine) stepJob(run *store.Run, key string, attempt int, at *time.Time) river.InsertManyParams {
 	// A rehearsal's jobs go to its own queue, whoever enqueues them.
-	opts := &river.InsertOpts{Queue: store.QueueOf(run.Workflow)}
+	opts := &river.InsertOpts{Queue: e.queueOf(run.Workflow)}
 	if at != nil {
 		opts.ScheduledAt = *at
 	}

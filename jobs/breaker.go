@@ -83,7 +83,7 @@ func (e *Engine) checkBreakers(ctx context.Context, tx pgx.Tx, advs []*advance) 
 		}
 		args := PageArgs{TripID: uuid.New(), Project: e.project.Name, Workflow: name, Notifier: cb.Notify,
 			Reason: trip.Reason, PausedAt: trip.At}
-		if _, err := e.client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: store.QueueOf(name)}); err != nil {
+		if _, err := e.client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: e.queueOf(name)}); err != nil {
 			return fmt.Errorf("circuit breaker of %s: enqueue the page: %w", name, err)
 		}
 	}

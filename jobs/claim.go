@@ -83,6 +83,12 @@ func (e *Engine) reincluded(ctx context.Context, tx pgx.Tx, claims []store.Claim
 func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) error {
 	advs := make([]*advance, 0, len(runs))
 	for _, run := range runs {
+		// Runs start only in the engine that owns their workflow; a run
+		// already started may be moved on by any (a live wait feed, an
+		// approval), its jobs still going to its own queue (stepJob).
+		if !e.owns(run.Workflow) {
+			return e.scopeError(run.Workflow)
+		}
 		p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 		if err != nil {
 			return err

@@ -90,15 +90,11 @@ type Config struct {
 	// Middleware is added to the River client after the engine's own
 	// (for example otelriver's).
 	Middleware []rivertype.Middleware
-	// Rehearsal, when set, makes this the engine of one rehearsal session
-	// (rflow replay): it works only the session's own River queue (see
-	// store.Rehearsal), where every job of the session's runs goes, runs
-	// no periodic jobs and no relayer recovery of live sends. A live
-	// engine (nil) never works a rehearsal's queue.
-	Rehearsal *store.Rehearsal
-	// SkipHTTP records a rehearsal's http_call and notify steps as skipped
-	// instead of making the requests (rflow replay --skip-http).
-	SkipHTTP bool
+	// Rehearsal, when set, makes this the engine of rehearsals (rflow
+	// replay, rflow test): it runs only the namespaced workflows its
+	// Rehearsal names, apart from every live process (see Rehearsal). A
+	// live engine (nil) never runs a rehearsal's workflow or works its jobs.
+	Rehearsal *Rehearsal
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -116,10 +112,8 @@ type Engine struct {
 	relayer  *relayer.Relayer
 	dryRun   bool
 	kinds    map[string]stepKind
-	// rehearsal is the session this engine runs (nil: live); skipHTTP
-	// records its HTTP steps instead of calling (see Config).
-	rehearsal *store.Rehearsal
-	skipHTTP  bool
+	// rehearsal is Config.Rehearsal: nil for a live engine.
+	rehearsal *Rehearsal
 
 	// River timeouts and the liveness grace (see Config).
 	jobTimeout  time.Duration
@@ -159,7 +153,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 		kinds:    stepKinds(),
 
 		rehearsal: cfg.Rehearsal,
-		skipHTTP:  cfg.SkipHTTP && cfg.Rehearsal != nil,
 
 		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
@@ -197,8 +190,14 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	river.AddWorker(workers, &reorgWorker{e: e})
 	periodic := []*river.PeriodicJob{}
+	if err := cfg.Rehearsal.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Rehearsal.captures() {
+		e.kinds[workflow.StepSend] = stepKind{effect: true, exec: (*Engine).execCapturedSend}
+	}
 	queue := e.queue()
-	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil {
+	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil && !cfg.Rehearsal.captures() {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
 		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.adoptSend, e.onTxFinal, e.faults.Hit, middleware)
@@ -232,7 +231,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	client, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{
 		ID:                   store.ProcessID(),
-		Schema:               store.RiverSchema,
+		Schema:               e.riverSchema(),
 		Queues:               map[string]river.QueueConfig{queue: {MaxWorkers: maxWorkers}},
 		Workers:              workers,
 		FetchCooldown:        cooldown,
@@ -256,8 +255,18 @@ func NewEngine(cfg Config) (*Engine, error) {
 func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 
 // Start registers this process as a live node, rescues jobs left running by
-// dead nodes, and starts working jobs. Triggers should start after it.
+// dead nodes, and starts working jobs. Triggers should start after it. A
+// rehearsal in a River schema of its own only starts working its jobs.
 func (e *Engine) Start(ctx context.Context) error {
+	if e.rehearsal.ownSchema() {
+		// Nothing of a live process's duties: its jobs are all in its own
+		// schema, its sends captured, and it recovers nothing it did not
+		// start.
+		if err := e.client.Start(ctx); err != nil {
+			return fmt.Errorf("start river: %w", err)
+		}
+		return nil
+	}
 	if len(e.project.Wallets) > 0 && e.relayer == nil {
 		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
 	}
@@ -377,6 +386,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 // Workflow returns the current compiled definition of a deployed workflow.
 func (e *Engine) Workflow(ctx context.Context, name string) (*workflow.Workflow, error) {
+	if !e.owns(name) {
+		return nil, e.scopeError(name)
+	}
 	row, err := store.GetWorkflow(ctx, e.pool, name)
 	if err != nil {
 		return nil, err
@@ -410,10 +422,16 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	// A spec has no lines; when it is the definition this process loaded
 	// from its files, run that one, so run-time expression errors name
 	// file:line:col as validate does.
-	if loaded := e.project.Workflow(name); loaded != nil && loaded.Hash == wf.Hash {
+	// A rehearsal runs its live workflow's definition under its own name.
+	base := name
+	r, rehearsal := store.ParseRehearsal(name)
+	if rehearsal {
+		base = r.Workflow
+	}
+	if loaded := e.project.Workflow(base); loaded != nil && loaded.Hash == wf.Hash {
 		wf = loaded
 	}
-	if r, ok := store.ParseRehearsal(name); ok && wf.Name == r.Workflow {
+	if rehearsal {
 		wf = rehearse(wf, name)
 	}
 	p = newPlan(wf)

@@ -5,42 +5,159 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// A rehearsal engine (Config.Rehearsal) runs one session of `rflow replay`:
-// its workflow is the live one deployed under the session's namespaced
-// name, its claims carry prefixed trigger keys, and all of its jobs live in
-// the session's own River queue (stepJob routes them by workflow name,
-// whichever process enqueues), which only this engine works.
+// Rehearsal makes an engine one that runs only rehearsal workflows (a
+// replay's or a workflow test's: names of the store.Rehearsal shape), apart
+// from every live process on the same database. It never starts a run of
+// a live workflow (nor finds one: Engine.Workflow), as a live engine never
+// starts a rehearsal's, and it enqueues no periodic job. The options say how it stays apart; each command takes
+// what it needs:
+//
+//	rflow replay: Rehearsal{Rehearsal: one session of one workflow, SkipHTTP: --skip-http}
+//	  jobs in the session's own queue of the live River schema, sends
+//	  through the engine's relayer in that queue (simulated with
+//	  Config.DryRun);
+//	rflow test: Rehearsal{Rehearsal: {Kind: test}, RiverSchema: own, Send: capture}
+//	  every session (one per test) in a River schema of its own, sends
+//	  captured: no relayer, nonce, transaction or budget row is written.
+type Rehearsal struct {
+	// Rehearsal names the workflows the engine runs: those of Kind, and of
+	// Session when it is set, else of every session of Kind (which needs
+	// RiverSchema: a session's own queue is then not one queue).
+	// Workflow, when set, is the one workflow DeployRehearsal and
+	// RehearsalChainConfig accept.
+	store.Rehearsal
+	// RiverSchema, when set, is the rehearsal's own River schema
+	// (store.CreateRehearsalRiver), where all of its jobs live and no live
+	// process fetches; Start then does none of a live process's duties
+	// (node, recovery, release loop). Unset: the session's own queue in the
+	// live schema.
+	RiverSchema string
+	// Send, when set, is handed each send attempt instead of the relayer;
+	// its map is the step's output (tx_id, hash, status, ...). An error
+	// fails the attempt as a relayer refusal would.
+	Send func(ctx context.Context, s SendCapture) (map[string]any, error)
+	// SkipHTTP records http_call and notify steps as skipped instead of
+	// making the requests (rflow replay --skip-http).
+	SkipHTTP bool
+}
 
-// queue is the River queue this engine works.
+// SendCapture is one send attempt of a rehearsal: the request the relayer
+// would have been given, with its run and step.
+type SendCapture struct {
+	RunID    uuid.UUID
+	Workflow string
+	StepKey  string
+	Step     *workflow.Step
+	Request  relayer.Request
+}
+
+// check refuses a rehearsal configuration no engine can keep apart.
+func (r *Rehearsal) check() error {
+	switch {
+	case r == nil:
+		return nil
+	case r.Kind != store.RehearsalReplay && r.Kind != store.RehearsalTest:
+		return fmt.Errorf("engine: rehearsal kind %q: want %s or %s", r.Kind, store.RehearsalReplay, store.RehearsalTest)
+	case r.Session == "" && r.RiverSchema == "":
+		return errors.New("engine: a rehearsal of every session needs a RiverSchema of its own")
+	case r.RiverSchema != "" && r.Send == nil:
+		// Its relayer's jobs would go with the schema, and no live
+		// process adopts a rehearsal's send: a killed session would leave
+		// sends no one drives.
+		return errors.New("engine: a rehearsal in a River schema of its own must capture its sends (Send)")
+	case r.Session != "":
+		return store.ValidSession(r.Session)
+	}
+	return nil
+}
+
+// The options of a rehearsal; a live engine (nil) has none.
+func (r *Rehearsal) ownSchema() bool { return r != nil && r.RiverSchema != "" }
+func (r *Rehearsal) captures() bool  { return r != nil && r.Send != nil }
+func (r *Rehearsal) skipsHTTP() bool { return r != nil && r.SkipHTTP }
+
+// riverSchema is the River schema this engine's client works.
+func (e *Engine) riverSchema() string {
+	if e.rehearsal.ownSchema() {
+		return e.rehearsal.RiverSchema
+	}
+	return store.RiverSchema
+}
+
+// queue is the River queue this engine works: in a rehearsal's own schema
+// River's default queue, in the live schema the session's own.
 func (e *Engine) queue() string {
-	if e.rehearsal != nil {
+	if e.rehearsal != nil && !e.rehearsal.ownSchema() {
 		return e.rehearsal.Queue()
 	}
 	return river.QueueDefault
 }
 
+// queueOf is the queue the jobs of workflow's runs go to, whoever enqueues
+// them: a rehearsal with a schema of its own has one queue for all its
+// sessions, elsewhere a rehearsal's jobs go to its session's queue.
+func (e *Engine) queueOf(workflow string) string {
+	if e.rehearsal.ownSchema() {
+		return river.QueueDefault
+	}
+	return store.QueueOf(workflow)
+}
+
 // owns reports whether this engine starts work for workflow: a live
-// engine only live workflows, a rehearsal engine only its session's.
+// engine only live workflows, a rehearsal engine only its own.
 func (e *Engine) owns(workflow string) bool {
 	r, ok := store.ParseRehearsal(workflow)
 	if e.rehearsal == nil {
 		return !ok
 	}
-	return ok && r.Kind == e.rehearsal.Kind && r.Session == e.rehearsal.Session
+	return ok && r.Kind == e.rehearsal.Kind && (e.rehearsal.Session == "" || r.Session == e.rehearsal.Session)
+}
+
+// scopeError is why an engine refuses to run workflow (see owns), as
+// not found: to it, the workflow does not exist.
+func (e *Engine) scopeError(name string) error {
+	switch {
+	case e.rehearsal == nil:
+		return fmt.Errorf("workflow %s belongs to a replay or test, which a live process never runs: %w", name, store.ErrNotFound)
+	case !store.IsRehearsal(name):
+		return fmt.Errorf("workflow %s is live, and a rehearsal never runs a live workflow: %w", name, store.ErrNotFound)
+	}
+	return fmt.Errorf("workflow %s is not one of this engine's rehearsals: %w", name, store.ErrNotFound)
+}
+
+// execCapturedSend is the send executor of a rehearsal that captures its
+// sends: the request is evaluated exactly as for the relayer, then handed
+// to Rehearsal.Send.
+func (e *Engine) execCapturedSend(ctx context.Context, x *attempt) (outcome, error) {
+	req, err := e.sendRequest(x.l.n.step, x.a.env(x.l), externalID(x.run.ID, x.step.Key, x.step.Attempt))
+	if err != nil {
+		return outcome{err: err}, nil
+	}
+	out, err := e.rehearsal.Send(ctx, SendCapture{RunID: x.run.ID, Workflow: x.run.Workflow, StepKey: x.step.Key,
+		Step: x.l.n.step, Request: req})
+	if err != nil {
+		return outcome{err: fmt.Errorf("send: %w", err)}, nil
+	}
+	return outcome{output: out}, nil
 }
 
 // rehearse is wf under its rehearsal name: guards, budgets and breakers
 // then count the rehearsal's runs apart from the live workflow's.
 func rehearse(wf *workflow.Workflow, name string) *workflow.Workflow {
+	if wf.Name == name {
+		return wf
+	}
 	c := *wf
 	c.Name = name
 	return &c

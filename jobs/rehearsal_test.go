@@ -30,7 +30,7 @@ func TestRehearsalRunsOnlyInItsQueue(t *testing.T) {
 	backends, release, err := jobs.DialBackends(ctx, b.project, nil)
 	require.NoError(t, err)
 	t.Cleanup(release)
-	re, err := jobs.NewEngine(jobs.Config{Pool: b.pool, Project: b.project, Backends: backends, DryRun: true, Rehearsal: &r,
+	re, err := jobs.NewEngine(jobs.Config{Pool: b.pool, Project: b.project, Backends: backends, DryRun: true, Rehearsal: &jobs.Rehearsal{Rehearsal: r},
 		FetchCooldown: time.Millisecond})
 	require.NoError(t, err)
 	_, err = re.DeployRehearsal(ctx, b.project.Workflow("pay"))
@@ -90,4 +90,61 @@ func TestRehearsalRunsOnlyInItsQueue(t *testing.T) {
 		return status == "simulated"
 	}, 30*time.Second, 50*time.Millisecond, "the rehearsal's relayer adopts its own stale send")
 	require.Zero(t, jobsOf("default"))
+}
+
+// A live engine never runs a namespaced workflow: a claim for one (say a
+// POST to /v1/workflows/test_…/runs) fails and leaves no run, and looking
+// it up (a webhook) finds nothing. A rehearsal engine, in turn, refuses a
+// live workflow.
+func TestLiveEngineRefusesRehearsals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, `
+name: scoped
+workflows:
+  - name: wf
+    trigger: { manual: {} }
+    steps: [ { id: a, http_call: { url: "{{URL}}/a" } } ]
+`)
+	pool, e := b.pool, b.engine
+	wf := b.project.Workflow("wf")
+	ns := store.Rehearsal{Kind: store.RehearsalTest, Session: uuid.NewString(), Workflow: "wf"}.Name()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := store.DeployWorkflow(ctx, tx, ns, wf.Hash, wf.Spec)
+		return err
+	}))
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, _, err := e.StartRunTx(ctx, tx, store.ManualClaim(ns, "k", nil))
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.ErrorContains(t, err, "a live process never runs")
+	_, err = e.Workflow(ctx, ns)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	var runs int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs`).Scan(&runs))
+	require.Zero(t, runs)
+
+	schema := "rehearsal_" + uuid.New().String()[:8] + "000000000000000000000000"
+	require.NoError(t, store.CreateRehearsalRiver(ctx, pool, schema))
+	t.Cleanup(func() { _ = store.DropRehearsalRiver(context.Background(), pool, schema) })
+	r, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: b.project, Rehearsal: &jobs.Rehearsal{
+		Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}, RiverSchema: schema,
+		Send: func(context.Context, jobs.SendCapture) (map[string]any, error) { return nil, nil }}})
+	require.NoError(t, err)
+	_, err = r.Workflow(ctx, "wf")
+	require.ErrorContains(t, err, "a rehearsal never runs a live workflow")
+	got, err := r.Workflow(ctx, ns)
+	require.NoError(t, err)
+	require.Equal(t, ns, got.Name, "guards and budgets key on the namespaced name")
+	// A configuration that could not stay apart is refused.
+	for want, bad := range map[string]jobs.Rehearsal{
+		"rehearsal kind":      {Rehearsal: store.Rehearsal{Kind: "live"}, RiverSchema: schema},
+		"every session needs": {Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}},
+		"must capture":        {Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}, RiverSchema: schema},
+		"session":             {Rehearsal: store.Rehearsal{Kind: store.RehearsalReplay, Session: "Bad_Session"}},
+	} {
+		_, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: b.project, Rehearsal: &bad})
+		require.ErrorContains(t, err, want)
+	}
 }

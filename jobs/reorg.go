@@ -171,7 +171,7 @@ func (e *Engine) reinclude(ctx context.Context, tx pgx.Tx, run *store.Run, resp 
 	}
 	jobs := make([]river.InsertManyParams, len(held))
 	for i, h := range held {
-		jobs[i] = stepJob(run, h.Key, h.Attempt, nil)
+		jobs[i] = e.stepJob(run, h.Key, h.Attempt, nil)
 	}
 	if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
 		return fmt.Errorf("resume run %s after its log was re-included: %w", run.ID, err)

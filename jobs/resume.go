@@ -105,7 +105,7 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 				// row exists (reopened), so flush creates no job for
 				// it: enqueue it here.
 				a.position = key
-				if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{stepJob(a.run, key, attempt, nil)}); err != nil {
+				if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{e.stepJob(a.run, key, attempt, nil)}); err != nil {
 					return false, fmt.Errorf("retry run %s: %w", a.run.ID, err)
 				}
 				continue
@@ -155,7 +155,7 @@ func (e *Engine) resumeAt(ctx context.Context, tx pgx.Tx, a *advance, o outcome,
 			if err != nil || !ok {
 				return ok, err
 			}
-			if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{stepJob(a.run, key, attempt+1, &when)}); err != nil {
+			if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{e.stepJob(a.run, key, attempt+1, &when)}); err != nil {
 				return false, err
 			}
 			// The run's row is written by flush below: a send that failed

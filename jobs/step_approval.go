@@ -262,11 +262,11 @@ func (e *Engine) openGate(ctx context.Context, x *attempt, sum *ApprovalSummary)
 		if !created {
 			return nil
 		}
-		jobs := []river.InsertManyParams{stepJob(x.run, x.step.Key, x.step.Attempt, &ap.ExpiresAt)}
+		jobs := []river.InsertManyParams{e.stepJob(x.run, x.step.Key, x.step.Attempt, &ap.ExpiresAt)}
 		if gate.Notify != "" {
 			// A rehearsal's notice goes to its own queue, as its steps do.
 			jobs = append(jobs, river.InsertManyParams{Args: ApprovalNoticeArgs{ApprovalID: ap.ID, Notifier: gate.Notify},
-				InsertOpts: &river.InsertOpts{Queue: store.QueueOf(x.run.Workflow)}})
+				InsertOpts: &river.InsertOpts{Queue: e.queueOf(x.run.Workflow)}})
 		}
 		if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
 			return fmt.Errorf("approval %s: enqueue its expiry: %w", ap.ID, err)
@@ -377,7 +377,7 @@ func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if err != nil {
 		return nil, err
 	}
-	job := stepJob(run, ap.StepKey, ap.Attempt, nil)
+	job := e.stepJob(run, ap.StepKey, ap.Attempt, nil)
 	if _, err := e.client.InsertManyTx(ctx, tx, []river.InsertManyParams{job}); err != nil {
 		return nil, fmt.Errorf("approval %s: enqueue the decision: %w", ap.ID, err)
 	}

@@ -239,7 +239,7 @@ func decodeBody(contentType string, raw []byte) any {
 // bracket the effect: the row is durable before it, the outcome not yet
 // committed after it.
 func (e *Engine) execHTTP(ctx context.Context, x *attempt) (outcome, error) {
-	if e.skipHTTP {
+	if e.rehearsal.skipsHTTP() {
 		// rflow replay --skip-http: journaled, never requested.
 		return outcome{output: map[string]any{"skipped": true, "reason": "rehearsal: HTTP steps recorded, not requested (--skip-http)"}}, nil
 	}

@@ -28,8 +28,12 @@ type RehearsalPruned struct {
 	// sends; a rehearsal's real transactions stay in the relayer's history.
 	Sends int64 `json:"simulated_sends"`
 	// Busy are runs left because a River job is working them right now (a
-	// replay still running); a later prune takes them.
+	// replay still running) or because a test session is running; a later
+	// prune takes them.
 	Busy int64 `json:"busy_runs"`
+	// Schemas are River schemas of test sessions that ended without
+	// dropping theirs (a killed `rflow test`).
+	Schemas int `json:"river_schemas"`
 }
 
 // RehearsalWorkflows lists the deployed rehearsal workflows f selects.
@@ -63,6 +67,11 @@ func RehearsalWorkflows(ctx context.Context, db DBTX, f RehearsalPruneFilter) ([
 // a rehearsal workflow name (or its queue), so it can never delete a live
 // workflow's row. Rows another transaction holds are skipped (FOR UPDATE
 // SKIP LOCKED), and a run whose job is running is left for a later prune.
+//
+// A sweep of test sessions (Kind test or empty, no Session) also drops the
+// River schemas killed sessions left, and touches no test row while any
+// `rflow test` is running (HoldTestSession): their runs count as Busy.
+// A named session is the caller's to know finished.
 func PruneRehearsals(ctx context.Context, pool *pgxpool.Pool, f RehearsalPruneFilter) (RehearsalPruned, error) {
 	if f.Session != "" {
 		if err := ValidSession(f.Session); err != nil {
@@ -77,9 +86,35 @@ func PruneRehearsals(ctx context.Context, pool *pgxpool.Pool, f RehearsalPruneFi
 	if err != nil {
 		return out, err
 	}
+	var sweep *pgxpool.Conn // the test sessions' lock, when no session runs
+	sweeping := f.Session == "" && (f.Kind == "" || f.Kind == RehearsalTest)
+	if sweeping {
+		if sweep, err = sweepTests(ctx, pool); err != nil {
+			return out, fmt.Errorf("test session lock: %w", err)
+		}
+		if sweep != nil {
+			defer endSweep(sweep)
+		}
+	}
 	for _, r := range list {
+		if sweeping && sweep == nil && r.Kind == RehearsalTest {
+			// A test session is running: this may be one of its tests.
+			var n int64
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = $1`, r.Name()).Scan(&n); err != nil {
+				return out, fmt.Errorf("count runs of %s: %w", r.Name(), err)
+			}
+			out.Busy += n
+			continue
+		}
 		if err := pruneRehearsal(ctx, pool, r, f.Batch, &out); err != nil {
 			return out, fmt.Errorf("prune %s: %w", r.Name(), err)
+		}
+	}
+	if sweep != nil {
+		n, err := dropRehearsalSchemas(ctx, pool)
+		out.Schemas += n
+		if err != nil {
+			return out, err
 		}
 	}
 	return out, nil

@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/store/storetest"
 )
 
 func TestRehearsalNames(t *testing.T) {
@@ -125,4 +127,56 @@ func count(t *testing.T, db interface {
 	var n int
 	require.NoError(t, db.QueryRow(context.Background(), q, args...).Scan(&n))
 	return n
+}
+
+// A workflow test's namespaced workflow stays out of every live listing,
+// and pruning its session deletes its rows and never a live workflow's.
+func TestRehearsalNamespace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.Pool(t)
+	r := store.Rehearsal{Kind: store.RehearsalTest, Session: uuid.NewString(), Workflow: "wf"}
+	ns := r.Name()
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, name := range []string{"wf", ns} {
+			if _, err := store.DeployWorkflow(ctx, tx, name, "h", []byte(`{"name":"wf"}`)); err != nil {
+				return err
+			}
+			if _, err := store.ClaimRuns(ctx, tx, []store.Claim{{Workflow: name, TriggerKey: "k", TriggerKind: "manual", Trigger: []byte(`{}`)}}); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE rflow.workflow_runs SET status = 'throttled'`)
+		return err
+	}))
+
+	wfs, err := store.ListWorkflows(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, wfs, 1)
+	require.Equal(t, "wf", wfs[0].Name)
+	gens, err := store.WorkflowGenerations(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"wf": 1}, gens)
+	// Throttled runs are listed for every engine; each releases only the
+	// workflows it owns (jobs: Engine.owns).
+	throttled, err := store.ThrottledWorkflows(ctx, pool)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"wf", ns}, throttled)
+
+	// A live name is no session: nothing a prune filter selects can be one.
+	require.Error(t, store.ValidSession("wf__x"))
+	got, err := store.PruneRehearsals(ctx, pool, store.RehearsalPruneFilter{Kind: store.RehearsalTest, Session: r.Session})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got.Runs)
+	require.EqualValues(t, 1, got.Workflows)
+	var live, left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE workflow_name = 'wf'),
+		count(*) FILTER (WHERE workflow_name <> 'wf') FROM rflow.workflow_runs`).Scan(&live, &left))
+	require.Equal(t, 1, live)
+	require.Zero(t, left)
+	_, err = store.GetWorkflow(ctx, pool, ns)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	require.Error(t, store.CreateRehearsalRiver(ctx, pool, "river"), "only rehearsal_<hex> schemas")
+	require.Error(t, store.DropRehearsalRiver(ctx, pool, "river"), "never the live River schema")
 }

@@ -19,10 +19,11 @@ func initCommand() *cli.Command {
 		Name:      "init",
 		Usage:     "scaffold a project: rflow.yaml, a contract (ABI and bytecode) and one workflow",
 		ArgsUsage: "[dir]",
-		Description: "Writes rflow.yaml, abis/Emitter.json, contracts/Emitter.bin and workflows/deposits.yaml into\n" +
-			"dir (default: the current directory), which must be empty or new. `rflow dev --project dir`\n" +
-			"then runs it on a dev chain. --force writes into a non-empty directory and replaces those four\n" +
-			"files if they exist; other files are left alone.",
+		Description: "Writes rflow.yaml, abis/Emitter.json, contracts/Emitter.bin, workflows/deposits.yaml and\n" +
+			"tests/deposits.test.yaml into dir (default: the current directory), which must be empty or new.\n" +
+			"`rflow dev --project dir` then runs it on a dev chain; `rflow test dir` runs its test. --force\n" +
+			"writes into a non-empty directory and replaces those five files if they exist; other files are\n" +
+			"left alone.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "write into a non-empty directory, replacing the scaffold's files"},
 		},
@@ -41,7 +42,7 @@ func initCommand() *cli.Command {
 			for _, f := range files {
 				fmt.Fprintln(c.App.Writer, "created", f)
 			}
-			fmt.Fprintf(c.App.Writer, "\nSee a run: rflow dev --project %s\n", dir)
+			fmt.Fprintf(c.App.Writer, "\nSee a run: rflow dev --project %s\nTest it:   rflow test %s\n", dir, dir)
 			return nil
 		},
 	}
@@ -63,6 +64,7 @@ func scaffold(dir string, force bool) ([]string, error) {
 		{filepath.Join("abis", "Emitter.json"), devchain.EmitterABI()},
 		{filepath.Join("contracts", "Emitter.bin"), append(devchain.EmitterBin(), '\n')},
 		{filepath.Join("workflows", "deposits.yaml"), []byte(initWorkflow)},
+		{filepath.Join("tests", "deposits.test.yaml"), []byte(initTest)},
 	}
 	if !force {
 		entries, err := os.ReadDir(dir)
@@ -209,4 +211,47 @@ steps:
     notify:
       webhook: ${RFLOW_DEV_ENDPOINT:-http://127.0.0.1:8090}/dev/notify  # or slack: / discord: with a hook URL
       text: "large deposit: ${{ format_units(event.amount, 18) }} ETH from ${{ event.sender }} (rated ${{ steps.record.output.body.tier }})"
+`
+
+const initTest = `# A workflow test: rflow test feeds the workflow these occurrences, answers
+# its HTTP requests from the stubs below and checks what comes out. It runs
+# on the project's database under a namespaced name (test_<uuid>__on-deposit)
+# that no live process ever runs, and deletes its rows when done.
+# Format: docs/testing.md in the rflow repository.
+workflow: on-deposit
+tests:
+  - name: a large deposit is recorded and alerts
+    given:
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 2000000000000000000 }
+    http:
+      - method: POST
+        url: http://127.0.0.1:8090/dev/echo
+        body: { tier: gold }
+      - method: POST
+        url: http://127.0.0.1:8090/dev/notify
+    expect:
+      status: completed
+      steps: { ran: [record, alert], skipped: [] }
+      requests:
+        - method: POST
+          url: http://127.0.0.1:8090/dev/echo
+          body: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: "2000000000000000000" }
+        - method: POST
+          url: http://127.0.0.1:8090/dev/notify
+          body: { text: "large deposit: 2 ETH from 0x70997970C51812dc3A010C7d01b50e0d17dc79C8 (rated gold)" }
+
+  - name: a small deposit is recorded without an alert
+    given:
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 1000 }
+    http:
+      - { method: POST, url: "http://127.0.0.1:8090/dev/echo", body: { tier: bronze } }
+    expect:
+      status: completed
+      steps: { ran: [record], skipped: [alert] }
+
+  - name: the where condition drops an empty deposit
+    given:
+      - event: { sender: "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", amount: 0 }
+    expect:
+      runs: 0
 `

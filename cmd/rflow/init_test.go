@@ -20,7 +20,7 @@ func TestInitScaffoldValidatesStrict(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "My Vault_Ops")
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"rflow", "init", dir}, &out, &errOut), errOut.String())
-	for _, f := range []string{"rflow.yaml", "abis/Emitter.json", "contracts/Emitter.bin", "workflows/deposits.yaml"} {
+	for _, f := range []string{"rflow.yaml", "abis/Emitter.json", "contracts/Emitter.bin", "workflows/deposits.yaml", "tests/deposits.test.yaml"} {
 		require.FileExists(t, filepath.Join(dir, f))
 		require.Contains(t, out.String(), filepath.Join(dir, f))
 	}

@@ -105,6 +105,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			workflowsCommand(),
 			budgetsCommand(),
 			replayCommand(),
+			testCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool(versionFlagName) {

@@ -128,7 +128,8 @@ func replay(c *cli.Context) error {
 	defer release()
 	engine, err := jobs.NewEngine(jobs.Config{
 		Pool: db.Pool, URL: db.URL, Project: project, Logger: logger, Backends: backends, Workers: c.Int("workers"),
-		Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: sum.DryRun, Rehearsal: &r, SkipHTTP: sum.SkipHTTP,
+		Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: sum.DryRun,
+		Rehearsal: &jobs.Rehearsal{Rehearsal: r, SkipHTTP: sum.SkipHTTP},
 	})
 	if err != nil {
 		return err

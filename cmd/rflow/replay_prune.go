@@ -11,15 +11,17 @@ import (
 func replayPruneCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "prune",
-		Usage: "delete replay sessions: their runs, steps, jobs and reservations (never a live workflow's row)",
-		Description: "Deletes the rows of one session (--session S) or of every replay session (--all), in\n" +
-			"bounded batches: every statement is keyed by a replay_<session>__<workflow> name or its\n" +
-			"queue, so it cannot reach a live workflow. Runs a replay is still working are left for\n" +
+		Usage: "delete rehearsal sessions: their runs, steps, jobs and reservations (never a live workflow's row)",
+		Description: "Deletes the rows of one replay session (--session S) or of every rehearsal (--all: every\n" +
+			"replay and what killed `rflow test` sessions left, with their River schemas), in bounded\n" +
+			"batches: every statement is keyed by a replay_<session>__<workflow> or test_<uuid>__<workflow>\n" +
+			"name, its queue or a rehearsal_<hex> schema, so it cannot reach a live workflow. Runs a\n" +
+			"replay is still working, and anything of tests while an `rflow test` runs, are left for\n" +
 			"the next prune.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "session", Usage: "the session to delete (printed by rflow replay)"},
-			&cli.BoolFlag{Name: "all", Usage: "delete every replay session"},
+			&cli.BoolFlag{Name: "all", Usage: "delete every replay session and the leftovers of killed rflow test sessions"},
 			&cli.IntFlag{Name: "batch", Value: store.DefaultPruneBatch, Usage: "rows deleted per transaction"},
 		},
 		Action: replayPrune,
@@ -60,22 +62,25 @@ func replayPrune(c *cli.Context) error {
 	}
 	defer db.Close()
 	res := replayPruneResult{Session: session, All: all}
-	res.RehearsalPruned, err = store.PruneRehearsals(c.Context, db.Pool, store.RehearsalPruneFilter{
-		Kind: store.RehearsalReplay, Session: session, Batch: c.Int("batch")})
+	f := store.RehearsalPruneFilter{Session: session, Batch: c.Int("batch")} // --all: every kind
+	if session != "" {
+		f.Kind = store.RehearsalReplay
+	}
+	res.RehearsalPruned, err = store.PruneRehearsals(c.Context, db.Pool, f)
 	if err != nil {
 		return err
 	}
 	if ok, err := printJSON(c, res); ok || err != nil {
 		return err
 	}
-	what := "every replay session"
+	what := "every rehearsal (replays, killed tests)"
 	if session != "" {
 		what = "replay session " + session
 	}
-	fmt.Fprintf(c.App.Writer, "pruned %s: %d run(s), %d job(s), %d simulated send(s), %d workflow(s)\n",
-		what, res.Runs, res.Jobs, res.Sends, res.Workflows)
+	fmt.Fprintf(c.App.Writer, "pruned %s: %d run(s), %d job(s), %d simulated send(s), %d workflow(s), %d River schema(s)\n",
+		what, res.Runs, res.Jobs, res.Sends, res.Workflows, res.Schemas)
 	if res.Busy > 0 {
-		fmt.Fprintf(c.App.Writer, "%d run(s) are still being worked by a replay; prune again once it has ended\n", res.Busy)
+		fmt.Fprintf(c.App.Writer, "%d run(s) are still being worked by a replay or an rflow test; prune again once it has ended\n", res.Busy)
 	}
 	return nil
 }

@@ -310,7 +310,7 @@ func TestKilledReplayLeavesNoWorkForLive(t *testing.T) {
 
 	out, errOut, code := rflowCmd(t, "--database-url", f.dbURL, "replay", "prune", "--all")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, fmt.Sprintf("pruned every replay session: %d run(s), %d job(s)", n, n))
+	require.Contains(t, out, fmt.Sprintf("pruned every rehearsal (replays, killed tests): %d run(s), %d job(s)", n, n))
 	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = $1`, rehearsal))
 	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM river.river_job WHERE queue = $1`, queue))
 	require.Equal(t, before, f.liveState(t), "prune touched a live row")
