@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -40,9 +42,7 @@ func buildRflow(b *testing.B) string {
 // journaled and enqueued); it returns the database URL, a pool on it and
 // the project file.
 func queueRuns(b *testing.B, url string, n int) (string, *pgxpool.Pool, string) {
-	ctx := context.Background()
-	config := filepath.Join(b.TempDir(), "rflow.yaml")
-	require.NoError(b, os.WriteFile(config, []byte(fmt.Sprintf(`
+	return claimRuns(b, fmt.Sprintf(`
 name: procs
 workflows:
   - name: three
@@ -51,7 +51,22 @@ workflows:
       - { id: a, http_call: { method: POST, url: "%[1]s/a" } }
       - { id: b, http_call: { method: POST, url: "%[1]s/b" } }
       - { id: c, http_call: { method: POST, url: "%[1]s/c" } }
-`, url)), 0o644))
+`, url), nil, "three", n, func(int) []byte { return []byte(`{}`) })
+}
+
+// claimRuns writes projectYAML (and files beside it, by name) and claims n
+// manual runs of workflow on a fresh database, run i with trigger
+// payload(i), the way the engine claims them: first steps journaled and
+// enqueued, or parked. It returns the database URL, a pool on it and the
+// project file.
+func claimRuns(b *testing.B, projectYAML string, files map[string][]byte, wf string, n int, payload func(i int) []byte) (string, *pgxpool.Pool, string) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	for name, data := range files {
+		require.NoError(b, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	config := filepath.Join(dir, "rflow.yaml")
+	require.NoError(b, os.WriteFile(config, []byte(projectYAML), 0o644))
 	db := storetest.URL(b)
 	pool, err := pgxpool.New(ctx, db)
 	require.NoError(b, err)
@@ -66,7 +81,7 @@ workflows:
 	for i := 0; i < n; i += 500 {
 		claims = claims[:0]
 		for j := i; j < min(n, i+500); j++ {
-			claims = append(claims, store.Claim{Workflow: "three", TriggerKey: strconv.Itoa(j), TriggerKind: "manual", Trigger: []byte(`{}`)})
+			claims = append(claims, store.Claim{Workflow: wf, TriggerKey: strconv.Itoa(j), TriggerKind: trigger.Manual, Trigger: payload(j)})
 		}
 		require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := e.ClaimTx(ctx, tx, claims); return err }))
 	}
@@ -134,11 +149,9 @@ func BenchmarkMemoryQueued(b *testing.B) {
 	for range b.N {
 		db, pool, config := queueRuns(b, srv.URL, runs)
 		cmd := startRflow(b, bin, db, config)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			peak = max(peak, procStatusKB(b, cmd.Process.Pid, "VmHWM"))
-		}
+		stop := samplePeakRSS(b, cmd.Process.Pid)
+		time.Sleep(30 * time.Second)
+		peak = max(peak, stop())
 		var done int
 		require.NoError(b, pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM rflow.step_runs WHERE status = 'completed'`).Scan(&done))
@@ -149,18 +162,50 @@ func BenchmarkMemoryQueued(b *testing.B) {
 	summary.addAbs(fmt.Sprintf("rflow start RSS, %d queued runs", runs), float64(peak)/1024, "MB", "< 300 MB", peak < 300*1024)
 }
 
+// samplePeakRSS reads pid's peak resident set (VmHWM) every 100 ms until
+// the returned function is called, which returns the highest in kB.
+func samplePeakRSS(b *testing.B, pid int) func() int64 {
+	var peak atomic.Int64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			kb, err := procStatusKB(pid, "VmHWM")
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			peak.Store(max(peak.Load(), kb))
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-stopped
+		return peak.Load()
+	}
+}
+
 // procStatusKB reads one kB field of /proc/<pid>/status.
-func procStatusKB(b *testing.B, pid int, field string) int64 {
+func procStatusKB(pid int, field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(b, err)
+	if err != nil {
+		return 0, fmt.Errorf("read process status: %w", err)
+	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
-			n, err := strconv.ParseInt(f[0], 10, 64)
-			require.NoError(b, err)
-			return n
+			if len(f) == 0 {
+				return 0, fmt.Errorf("/proc/%d/status: empty %s", pid, field)
+			}
+			return strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
