@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,14 +88,9 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		}
 		f.RunID = id
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
-				message: fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit)})
-			return
-		}
-		f.Limit = n
+	if aerr := queryLimit(q, &f.Limit); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	aps, err := store.ListApprovals(r.Context(), s.pool, f)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -85,17 +86,28 @@ type runListResponse struct {
 
 const maxListLimit = 1000
 
+// queryLimit reads a list's ?limit= into limit, which keeps its default
+// when the parameter is absent.
+func queryLimit(q url.Values, limit *int) *apiError {
+	v := q.Get("limit")
+	if v == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxListLimit {
+		return &apiError{status: http.StatusBadRequest, code: "bad_query",
+			message: fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit)}
+	}
+	*limit = n
+	return nil
+}
+
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: 50}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
-				message: fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit)})
-			return
-		}
-		f.Limit = n
+	if aerr := queryLimit(q, &f.Limit); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	if v := q.Get("compensated"); v != "" {
 		b, err := strconv.ParseBool(v)
