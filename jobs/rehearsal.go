@@ -124,6 +124,23 @@ func (e *Engine) owns(workflow string) bool {
 	return ok && r.Kind == e.rehearsal.Kind && (e.rehearsal.Session == "" || r.Session == e.rehearsal.Session)
 }
 
+// movesOn reports whether this engine may move a started run of workflow
+// on from a wait feed: the run's next job must land in a River schema this
+// engine writes and someone works. A rehearsal in a schema of its own
+// (rflow test) moves only its own runs; an engine in the live schema
+// moves live runs and replays (their jobs go to the session's queue
+// there, stepJob), never a test's, whose jobs no live process works.
+func (e *Engine) movesOn(workflow string) bool {
+	if e.owns(workflow) {
+		return true
+	}
+	if e.rehearsal.ownSchema() {
+		return false
+	}
+	r, ok := store.ParseRehearsal(workflow)
+	return !ok || r.Kind == store.RehearsalReplay
+}
+
 // scopeError is why an engine refuses to run workflow (see owns), as
 // not found: to it, the workflow does not exist.
 func (e *Engine) scopeError(name string) error {

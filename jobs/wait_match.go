@@ -49,6 +49,9 @@ func (e *Engine) MatchTx(ctx context.Context, tx pgx.Tx, d chain.WaitDelivery) e
 		return err
 	}
 	for _, w := range deep {
+		if !e.movesOn(w.Workflow) {
+			continue
+		}
 		v, err := workflow.UnmarshalJSON(w.EventData)
 		if err != nil {
 			return fmt.Errorf("wait %d event: %w", w.ID, err)
@@ -105,6 +108,9 @@ func (m *matcher) match(ctx context.Context, feed store.WaitFeed, logs []chain.D
 	}
 	byKey := map[string][]*store.Wait{}
 	for _, w := range cands {
+		if !m.e.movesOn(w.Workflow) {
+			continue // left for the engine that owns its run
+		}
 		byKey[w.MatchKey] = append(byKey[w.MatchKey], w)
 	}
 	for i, l := range logs {

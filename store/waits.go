@@ -50,17 +50,22 @@ type Wait struct {
 	EventData     json.RawMessage `json:"event_data,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
 	SettledAt     *time.Time      `json:"settled_at,omitempty"`
+	// Workflow is the run's workflow name: a wait feed matches only the
+	// waits of runs its engine may move on (a rehearsal's own schema).
+	Workflow string `json:"-"`
 }
 
-const waitColumns = `id, run_id, step_key, step_id, attempt, chain_id, contract, event, address, topic, match_key,
-	where_src, confirmations, from_block, lookback_done, deadline, on_timeout, status, cand_block, cand_hash,
-	cand_index, event_data, created_at, settled_at`
+// waitColumns select from rflow.waits as w.
+const waitColumns = `w.id, w.run_id, w.step_key, w.step_id, w.attempt, w.chain_id, w.contract, w.event, w.address,
+	w.topic, w.match_key, w.where_src, w.confirmations, w.from_block, w.lookback_done, w.deadline, w.on_timeout,
+	w.status, w.cand_block, w.cand_hash, w.cand_index, w.event_data, w.created_at, w.settled_at,
+	(SELECT r.workflow_name FROM rflow.workflow_runs r WHERE r.id = w.run_id)`
 
 func scanWait(row pgx.Row) (*Wait, error) {
 	var w Wait
 	err := row.Scan(&w.ID, &w.RunID, &w.StepKey, &w.StepID, &w.Attempt, &w.ChainID, &w.Contract, &w.Event, &w.Address,
 		&w.Topic, &w.MatchKey, &w.Where, &w.Confirmations, &w.FromBlock, &w.LookbackDone, &w.Deadline, &w.OnTimeout,
-		&w.Status, &w.CandBlock, &w.CandHash, &w.CandIndex, &w.EventData, &w.CreatedAt, &w.SettledAt)
+		&w.Status, &w.CandBlock, &w.CandHash, &w.CandIndex, &w.EventData, &w.CreatedAt, &w.SettledAt, &w.Workflow)
 	return &w, err
 }
 
@@ -93,8 +98,8 @@ func InsertWait(ctx context.Context, tx pgx.Tx, w Wait) error {
 
 // GetWait returns the wait of a step attempt, or ErrNotFound.
 func GetWait(ctx context.Context, db DBTX, runID uuid.UUID, key string, attempt int) (*Wait, error) {
-	w, err := scanWait(db.QueryRow(ctx, `SELECT `+waitColumns+` FROM rflow.waits
-		WHERE run_id = $1 AND step_key = $2 AND attempt = $3`, runID, key, attempt))
+	w, err := scanWait(db.QueryRow(ctx, `SELECT `+waitColumns+` FROM rflow.waits w
+		WHERE w.run_id = $1 AND w.step_key = $2 AND w.attempt = $3`, runID, key, attempt))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -106,7 +111,7 @@ func GetWait(ctx context.Context, db DBTX, runID uuid.UUID, key string, attempt 
 
 // RunWaits returns every wait of a run, oldest first (`runs show`).
 func RunWaits(ctx context.Context, db DBTX, runID uuid.UUID) ([]*Wait, error) {
-	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits WHERE run_id = $1 ORDER BY id`, runID)
+	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits w WHERE w.run_id = $1 ORDER BY w.id`, runID)
 	return collectWaits(rows, err, fmt.Sprintf("waits of run %s", runID))
 }
 
@@ -123,10 +128,10 @@ type WaitFeed struct {
 // that spares testing every parked where against every log. With ids, only
 // those waits.
 func WaitCandidates(ctx context.Context, db DBTX, feed WaitFeed, keys []string, ids []int64) ([]*Wait, error) {
-	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits
-		WHERE chain_id = $1 AND topic = $2 AND match_key = ANY($3) AND status IN ('waiting', 'armed')
-		  AND address = $4 AND ($5::bigint[] IS NULL OR id = ANY($5))
-		ORDER BY id`, feed.ChainID, feed.Topic, keys, feed.Address, ids)
+	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits w
+		WHERE w.chain_id = $1 AND w.topic = $2 AND w.match_key = ANY($3) AND w.status IN ('waiting', 'armed')
+		  AND w.address = $4 AND ($5::bigint[] IS NULL OR w.id = ANY($5))
+		ORDER BY w.id`, feed.ChainID, feed.Topic, keys, feed.Address, ids)
 	return collectWaits(rows, err, "wait candidates")
 }
 
@@ -183,11 +188,12 @@ func FinishLookbacks(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // older than it, or the window is empty: nothing to check it against).
 func DeepWaits(ctx context.Context, db DBTX, feed WaitFeed, head int64) ([]*Wait, error) {
 	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits w
-		WHERE chain_id = $1 AND topic = $2 AND address = $3 AND status = 'armed' AND cand_block + confirmations <= $4
-		  AND (cand_block < COALESCE((SELECT min(number) FROM indexer.blocks WHERE chain_id = $1), cand_block + 1)
+		WHERE w.chain_id = $1 AND w.topic = $2 AND w.address = $3 AND w.status = 'armed'
+		  AND w.cand_block + w.confirmations <= $4
+		  AND (w.cand_block < COALESCE((SELECT min(number) FROM indexer.blocks WHERE chain_id = $1), w.cand_block + 1)
 		       OR EXISTS (SELECT 1 FROM indexer.blocks b
 		                  WHERE b.chain_id = $1 AND b.number = w.cand_block AND b.hash = w.cand_hash))
-		ORDER BY cand_block, cand_index, id`, feed.ChainID, feed.Topic, feed.Address, head)
+		ORDER BY w.cand_block, w.cand_index, w.id`, feed.ChainID, feed.Topic, feed.Address, head)
 	return collectWaits(rows, err, "deep waits")
 }
 
