@@ -165,33 +165,13 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	run, err := store.GetRun(r.Context(), s.pool, id, false)
+	d, err := store.LoadRunDetail(r.Context(), s.pool, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	steps, err := store.RunSteps(r.Context(), s.pool, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	aps, err := store.ListApprovals(r.Context(), s.pool, store.ApprovalFilter{RunID: id})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	waits, err := store.RunWaits(r.Context(), s.pool, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	reorgs, err := RunResponses(r.Context(), s.pool, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(run), Steps: NewSteps(steps), Approvals: NewApprovals(aps), Waits: waits,
-		Reorgs: reorgs})
+	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(d.Run), Steps: NewSteps(d.Steps), Approvals: NewApprovals(d.Approvals),
+		Waits: d.Waits, Reorgs: NewResponses(d.Reorgs)})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
@@ -125,22 +124,14 @@ type Response struct {
 	Steps      []*Step    `json:"steps"`
 }
 
-// RunResponses loads a run's on_reorg responses with their journals, oldest
-// first; it is never nil.
-func RunResponses(ctx context.Context, db store.DBTX, runID uuid.UUID) ([]*Response, error) {
-	rs, err := store.RunResponses(ctx, db, runID)
-	if err != nil {
-		return nil, err
-	}
+// NewResponses is the view of a run's on_reorg responses with their
+// journals, oldest first; it is never nil.
+func NewResponses(rs []store.ResponseJournal) []*Response {
 	out := make([]*Response, len(rs))
 	for i, r := range rs {
-		steps, err := store.JournalSteps(ctx, db, store.ReorgJournal, r.ID)
-		if err != nil {
-			return nil, err
-		}
 		out[i] = &Response{ID: r.ID, RunID: r.RunID, ChainID: r.ChainID, ForkBlock: r.ForkBlock, Depth: r.Depth,
 			OldHash: r.OldHash, NewHash: r.NewHash, DecideAt: r.DecideAt, Status: string(r.Status), Error: r.Error,
-			CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Steps: NewSteps(steps)}
+			CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Steps: NewSteps(r.Steps)}
 	}
-	return out, nil
+	return out
 }

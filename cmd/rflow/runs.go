@@ -222,28 +222,13 @@ func runsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := store.GetRun(c.Context, db.Pool, id, false)
+	d, err := store.LoadRunDetail(c.Context, db.Pool, id)
 	if err != nil {
 		return notFound(err)
 	}
-	steps, err := store.RunSteps(c.Context, db.Pool, id)
-	if err != nil {
-		return err
-	}
-	waits, err := store.RunWaits(c.Context, db.Pool, id)
-	if err != nil {
-		return err
-	}
-	reorgs, err := server.RunResponses(c.Context, db.Pool, id)
-	if err != nil {
-		return err
-	}
+	run, steps, waits, reorgs := d.Run, d.Steps, d.Waits, server.NewResponses(d.Reorgs)
 	if c.String("output") == "json" {
-		aps, err := store.ListApprovals(c.Context, db.Pool, store.ApprovalFilter{RunID: id})
-		if err != nil {
-			return err
-		}
-		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(aps), waits, reorgs})
+		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(d.Approvals), waits, reorgs})
 		return err
 	}
 	if err := checkOutput(c); err != nil {

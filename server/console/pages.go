@@ -15,11 +15,13 @@ import (
 // pageSize is how many runs a list page shows.
 const pageSize = 50
 
-// runsPage lists runs newest first, filtered by workflow and status, one
+// runsPage lists runs newest first, filtered by workflow, status and
+// whether an on_reorg response compensated them (?compensated=true), one
 // keyset page at a time (?before=<run id>).
 func (c *Console) runsPage(w http.ResponseWriter, r *http.Request, sess *session) {
 	q := r.URL.Query()
-	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: pageSize}
+	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: pageSize,
+		Compensated: q.Get("compensated") == "true"}
 	if f.Status != "" && !f.Status.Valid() {
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "Unknown run status " + strconv.Quote(string(f.Status)) + "."})
 		return
@@ -62,25 +64,26 @@ func (c *Console) listPage(w http.ResponseWriter, r *http.Request, sess *session
 		rows[i] = runRow{Run: run, RetryKey: uuid.NewString()}
 	}
 	v := view{"Runs": rows, "Workflows": wfs, "Statuses": store.RunStatuses(), "Workflow": f.Workflow, "Status": f.Status,
-		"Paged": f.Before != nil}
-	if len(runs) == f.Limit {
-		next := url.Values{"before": {runs[len(runs)-1].ID.String()}}
+		"Paged": f.Before != nil, "Compensated": f.Compensated}
+	filters := func() url.Values {
+		q := url.Values{}
 		if f.Workflow != "" {
-			next.Set("workflow", f.Workflow)
+			q.Set("workflow", f.Workflow)
 		}
 		if name == "runs" && f.Status != "" {
-			next.Set("status", string(f.Status))
+			q.Set("status", string(f.Status))
 		}
+		if f.Compensated {
+			q.Set("compensated", "true")
+		}
+		return q
+	}
+	if len(runs) == f.Limit {
+		next := filters()
+		next.Set("before", runs[len(runs)-1].ID.String())
 		v["Next"] = "?" + next.Encode()
 	}
-	first := url.Values{}
-	if f.Workflow != "" {
-		first.Set("workflow", f.Workflow)
-	}
-	if name == "runs" && f.Status != "" {
-		first.Set("status", string(f.Status))
-	}
-	v["First"] = "?" + first.Encode()
+	v["First"] = "?" + filters().Encode()
 	c.render(w, r, http.StatusOK, name, sess, v)
 }
 
@@ -96,7 +99,7 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": strconv.Quote(r.PathValue("id")) + " is not a run id."})
 		return
 	}
-	run, steps, err := store.RunWithSteps(r.Context(), c.cfg.Pool, id)
+	d, err := store.LoadRunDetail(r.Context(), c.cfg.Pool, id)
 	if errors.Is(err, store.ErrNotFound) {
 		c.render(w, r, http.StatusNotFound, "error", sess, view{"Message": "There is no run " + id.String() + "."})
 		return
@@ -105,25 +108,44 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 		c.fail(w, r, sess, err)
 		return
 	}
+	run := d.Run
+	rows, err := c.stepRows(r, d.Steps)
+	if err != nil {
+		c.fail(w, r, sess, err)
+		return
+	}
+	reorgs := make([]reorgRow, len(d.Reorgs))
+	for i, rj := range d.Reorgs {
+		reorgs[i] = reorgRow{ResponseJournal: rj}
+		if reorgs[i].Rows, err = c.stepRows(r, rj.Steps); err != nil {
+			c.fail(w, r, sess, err)
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
+		"RetryKey": uuid.NewString(), "Approvals": approvalRows(d.Approvals), "Waits": d.Waits, "Reorgs": reorgs})
+}
+
+// reorgRow is an on_reorg response with its compensation journal's rows.
+type reorgRow struct {
+	store.ResponseJournal
+	Rows []stepRow
+}
+
+// stepRows are a journal's steps, each send with its relayer transaction.
+func (c *Console) stepRows(r *http.Request, steps []*store.StepRun) ([]stepRow, error) {
 	rows := make([]stepRow, len(steps))
 	for i, s := range steps {
 		rows[i] = stepRow{StepRun: s}
 		if ext := sendExternalID(s); ext != "" {
 			t, err := store.RelayerTxByExternalID(r.Context(), c.cfg.Pool, ext)
 			if err != nil && !errors.Is(err, store.ErrRelayerTxNotFound) {
-				c.fail(w, r, sess, err)
-				return
+				return nil, err
 			}
 			rows[i].Tx = t
 		}
 	}
-	aps, err := store.ListApprovals(r.Context(), c.cfg.Pool, store.ApprovalFilter{RunID: id})
-	if err != nil {
-		c.fail(w, r, sess, err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
-		"RetryKey": uuid.NewString(), "Approvals": approvalRows(aps)})
+	return rows, nil
 }
 
 // approvalRow is an approval with the keys its decision forms send.
