@@ -83,12 +83,12 @@ func ReadGauges(ctx context.Context, pool interface {
 	}{
 		{"runs", `
 			SELECT workflow_name, status, count(*) FROM rflow.workflow_runs
-			WHERE status NOT IN ('completed', 'failed', 'cancelled')
+			WHERE status NOT IN ('completed', 'failed', 'cancelled') AND ` + notRehearsal("workflow_name") + `
 			GROUP BY 1, 2 ORDER BY 1, 2`, &g.Runs},
 		{"dead letter queue", `
 			SELECT w.name, (SELECT count(*) FROM rflow.workflow_runs r
 			                WHERE r.workflow_name = w.name AND r.status = 'failed')
-			FROM rflow.workflows w ORDER BY 1`, &g.Failed},
+			FROM rflow.workflows w WHERE ` + notRehearsal("w.name") + ` ORDER BY 1`, &g.Failed},
 		{"river jobs", `
 			SELECT queue, state::text, count(*) FROM ` + RiverSchema + `.river_job
 			WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/store"
@@ -44,8 +45,32 @@ func TestGaugesNonceGapsAndLag(t *testing.T) {
 		('event/behind', 'head', 1, 95, now() - interval '10 minutes'),
 		('event/current', 'head', 1, 100, now() - interval '10 minutes')`)
 
+	// A rehearsal's runs are no live workflow's: they would add a label
+	// per session to rflow_runs.
+	rehearsal := store.Rehearsal{Kind: store.RehearsalReplay, Session: "s1", Workflow: "wf"}.Name()
+	for _, name := range []string{"wf", rehearsal} {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := store.DeployWorkflow(ctx, tx, name, "h", []byte(`{"name":"wf"}`)); err != nil {
+				return err
+			}
+			_, err := store.ClaimRuns(ctx, tx, []store.Claim{{Workflow: name, TriggerKey: "k", TriggerKind: "manual", Trigger: []byte(`{}`)}})
+			return err
+		})
+		require.NoError(t, err)
+	}
+
 	g, err := store.ReadGauges(ctx, pool)
 	require.NoError(t, err)
+	var runWorkflows []string
+	for _, r := range g.Runs {
+		runWorkflows = append(runWorkflows, r.Labels[0])
+	}
+	require.Equal(t, []string{"wf"}, runWorkflows, "rehearsal runs are not in the live gauges")
+	var failedWorkflows []string
+	for _, f := range g.Failed {
+		failedWorkflows = append(failedWorkflows, f.Labels[0])
+	}
+	require.Equal(t, []string{"wf"}, failedWorkflows, "nor are rehearsal workflows")
 	gaps := map[string]int64{}
 	for _, n := range g.NonceGaps {
 		gaps[n.Address] = n.Gaps
