@@ -87,6 +87,17 @@ func replay(c *cli.Context) error {
 	} else if err := store.ValidSession(session); err != nil {
 		return usagef("--session: %v", err)
 	}
+	// The session first, so an interrupted replay can still be found
+	// and pruned; on stderr under -o json, which keeps stdout one document.
+	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: name}
+	sum := replaySummary{Session: session, Workflow: name, Rehearsal: r.Name(), FromBlock: c.Int64("from-block"),
+		ToBlock: c.Int64("to-block"), DryRun: c.Bool("dry-run"), SkipHTTP: c.Bool("skip-http")}
+	sessionOut := c.App.Writer
+	if c.String("output") == "json" {
+		sessionOut = c.App.ErrWriter
+	}
+	fmt.Fprintf(sessionOut, "replay session %s: %s as %s, blocks %d..%d%s\n", session, name, r.Name(), sum.FromBlock, sum.ToBlock,
+		map[bool]string{true: " (dry run)", false: ""}[sum.DryRun])
 	// Warnings and errors only (unless --log-level): the progress is the
 	// replay's output.
 	logger := viewLogger(c)
@@ -101,18 +112,6 @@ func replay(c *cli.Context) error {
 	if wf.Trigger.Event == nil {
 		return usagef("--workflow %s has a %s trigger: only event-triggered workflows can be replayed over blocks", name, wf.Trigger.Kind)
 	}
-
-	// The session before anything is written, so an interrupted replay can
-	// still be found and pruned; on stderr under -o json, which keeps stdout one document.
-	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: name}
-	sum := replaySummary{Session: session, Workflow: name, Rehearsal: r.Name(), FromBlock: c.Int64("from-block"),
-		ToBlock: c.Int64("to-block"), DryRun: c.Bool("dry-run"), SkipHTTP: c.Bool("skip-http")}
-	sessionOut := c.App.Writer
-	if c.String("output") == "json" {
-		sessionOut = c.App.ErrWriter
-	}
-	fmt.Fprintf(sessionOut, "replay session %s: %s as %s, blocks %d..%d%s\n", session, name, r.Name(), sum.FromBlock, sum.ToBlock,
-		map[bool]string{true: " (dry run)", false: ""}[sum.DryRun])
 
 	db, err := openDatabase(c, project.Name, logger)
 	if err != nil {
