@@ -86,6 +86,15 @@ func TestCrashWithParkedWaits(t *testing.T) {
 	node.Mine(3)
 	require.Eventually(t, func() bool { return s.counts()[parked[1].String()+":tell"] == 1 }, 30*time.Second, 50*time.Millisecond,
 		"the first match resumes its run")
+	// Kill only once that call is journaled: a kill while it is in flight
+	// would rightly repeat it under the same Idempotency-Key (http_call is
+	// at-least-once), which is not what this test measures.
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs WHERE run_id = $1 AND step_id = 'tell' AND status = 'completed'`,
+			parked[1]).Scan(&n)
+		return err == nil && n == 1
+	}, 30*time.Second, 20*time.Millisecond, "the resumed run's call is journaled")
 	p1.kill()
 
 	// Down: a parked wait's event, a new Deposit with its Claimed, and the
