@@ -39,6 +39,20 @@ func openDatabase(c *cli.Context, project string, logger *slog.Logger) (*databas
 	return openEmbedded(c, project, logger, false)
 }
 
+// openMigrated is openDatabase followed by the migrations, for commands
+// that write their own rows (replays and tests) without a running start.
+func openMigrated(c *cli.Context, project string, logger *slog.Logger) (*database, error) {
+	db, err := openDatabase(c, project, logger)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Migrate(c.Context, db.Pool, nil); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
 // openExisting is openDatabase for commands that read or change what is
 // already there: it never creates an embedded cluster.
 func openExisting(c *cli.Context, project string, logger *slog.Logger) (*database, error) {

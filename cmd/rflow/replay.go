@@ -113,14 +113,11 @@ func replay(c *cli.Context) error {
 		return usagef("--workflow %s has a %s trigger: only event-triggered workflows can be replayed over blocks", name, wf.Trigger.Kind)
 	}
 
-	db, err := openDatabase(c, project.Name, logger)
+	db, err := openMigrated(c, project.Name, logger)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, err := store.Migrate(c.Context, db.Pool, nil); err != nil {
-		return err
-	}
 	backends, release, err := jobs.DialBackends(c.Context, project, logger)
 	if err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 
 	"github.com/rflow-dev/rflow/flowtest"
 	"github.com/rflow-dev/rflow/flowtest/fixture"
-	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -87,14 +86,11 @@ func testCommand() *cli.Command {
 			if bad > 0 {
 				return cli.Exit(fmt.Sprintf("the test fixtures are not valid (%d problem(s))", bad), exitFailure)
 			}
-			db, err := openDatabase(c, project.Name, logger)
+			db, err := openMigrated(c, project.Name, logger)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if _, err := store.Migrate(c.Context, db.Pool, nil); err != nil {
-				return err
-			}
 			results, err := flowtest.Run(c.Context, flowtest.Options{Pool: db.Pool, Project: project, Logger: logger,
 				Run: sel, Parallel: c.Int("parallel"), Timeout: c.Duration("timeout")}, files)
 			if err != nil {
