@@ -152,6 +152,22 @@ type RunFilter struct {
 // workflow_runs_paging index serves (workflow_runs_workflow_paging,
 // _status_paging or _workflow_status under filters), so deep pages cost
 // what the first one does. A Before run that does not exist (pruned meanwhile) is ErrNotFound.
+//
+// A filter on workflow or status is passed so that the planner cannot
+// treat it as an equality (the workflow as a one-element array, the status
+// as a range) and the query orders by the filtered columns first. With an
+// equality Postgres drops those columns from the ORDER BY, and then
+// workflow_runs_paging, walked newest first through the rows the filter
+// rejects, serves the order too: chosen when the filtered runs are common
+// overall but not among the newest (--workflow W while another workflow
+// ran the last 30,000 runs read all of them, 155–444 ms at 1,000,000
+// runs). Ordered by (workflow_name, status, created_at), one index alone
+// serves the order and the filter bounds its scan, under custom and
+// generic plans alike. The order is the same: the filtered columns are
+// constant within the result. The status is a range, not an array, because
+// an array on an index's second column loses the index's order (Postgres
+// 15), and a range on its first column would not stop the scan where the
+// status ends.
 func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
@@ -165,13 +181,21 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		args = append(args, v)
 		return fmt.Sprintf("$%d", len(args))
 	}
-	if f.Workflow != "" {
-		where = append(where, "workflow_name = "+arg(f.Workflow))
-	} else if !f.Rehearsals {
-		where = append(where, notRehearsal("workflow_name"))
+	var order []string
+	switch {
+	case f.Workflow != "":
+		where = append(where, "workflow_name = ANY("+arg([]string{f.Workflow})+")")
+		order = append(order, "workflow_name")
+		if f.Status != "" {
+			where = append(where, fmt.Sprintf("status BETWEEN %s AND %[1]s", arg(f.Status)))
+			order = append(order, "status")
+		}
+	case f.Status != "":
+		where = append(where, "status = ANY("+arg([]string{string(f.Status)})+")")
+		order = append(order, "status")
 	}
-	if f.Status != "" {
-		where = append(where, "status = "+arg(f.Status))
+	if f.Workflow == "" && !f.Rehearsals {
+		where = append(where, notRehearsal("workflow_name"))
 	}
 	if f.Compensated {
 		where = append(where, `EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = workflow_runs.id
@@ -189,7 +213,7 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		where = append(where, fmt.Sprintf("(created_at, id) < (%s, %s)", arg(at), arg(*f.Before)))
 	}
 	rows, err := db.Query(ctx, `SELECT `+runColumns+` FROM rflow.workflow_runs WHERE `+strings.Join(where, " AND ")+`
-		ORDER BY created_at DESC, id DESC LIMIT `+arg(f.Limit), args...)
+		ORDER BY `+strings.Join(append(order, "created_at DESC", "id DESC"), ", ")+` LIMIT `+arg(f.Limit), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
