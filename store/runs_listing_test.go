@@ -173,6 +173,9 @@ func TestListRunsPlansUseTheFilterIndex(t *testing.T) {
 			require.NoError(t, err)
 			plan := strings.Join(lines, "\n")
 			name := fmt.Sprintf("%+v generic=%v\n%s", c.f, generic, plan)
+			if len(list.Args) > 1 { // parameters beyond the limit show in the conditions
+				assert.Equal(t, generic, strings.Contains(plan, "$1"), "a generic plan names its parameters: %s", name)
+			}
 			scans := scanIndex.FindAllStringSubmatch(plan, -1)
 			if assert.Len(t, scans, 1, name) {
 				assert.Equal(t, c.index, scans[0][3], name)

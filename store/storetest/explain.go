@@ -47,13 +47,33 @@ func (r *Recorder) Take() []Statement {
 // Explain runs s under EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) with the
 // planner's generic plan forced, or its custom plan (the two a prepared
 // statement can get: pgx's switch to the generic one after five
-// executions), and returns the plan's lines.
+// executions), and returns the plan's lines. s is prepared and run with
+// EXPLAIN EXECUTE, its arguments as literals: an EXPLAIN sent with
+// parameters of its own is planned for their values, always custom.
 func Explain(ctx context.Context, pool *pgxpool.Pool, s Statement, generic bool) ([]string, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Release()
+	const name = "storetest_explain"
+	desc, err := conn.Conn().Prepare(ctx, name, s.SQL)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", strings.Join(strings.Fields(s.SQL), " "), err)
+	}
+	defer conn.Conn().Deallocate(ctx, name)
+	lits := make([]string, len(s.Args))
+	for i, arg := range s.Args {
+		var typ string
+		if err := conn.QueryRow(ctx, `SELECT format_type($1, NULL)`, desc.ParamOIDs[i]).Scan(&typ); err != nil {
+			return nil, err
+		}
+		var lit string
+		if err := conn.QueryRow(ctx, `SELECT quote_literal($1::`+typ+`::text)`, arg).Scan(&lit); err != nil {
+			return nil, fmt.Errorf("argument $%d (%s): %w", i+1, typ, err)
+		}
+		lits[i] = lit + "::" + typ
+	}
 	mode := "force_custom_plan"
 	if generic {
 		mode = "force_generic_plan"
@@ -62,7 +82,11 @@ func Explain(ctx context.Context, pool *pgxpool.Pool, s Statement, generic bool)
 		return nil, err
 	}
 	defer conn.Exec(ctx, `RESET plan_cache_mode`)
-	rows, err := conn.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) `+s.SQL, s.Args...)
+	q := `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) EXECUTE ` + name
+	if len(lits) > 0 {
+		q += "(" + strings.Join(lits, ", ") + ")"
+	}
+	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("explain %s: %w", strings.Join(strings.Fields(s.SQL), " "), err)
 	}
