@@ -68,5 +68,5 @@ func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue strin
 		wallets[w.Name] = rw
 	}
 	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: cfg.Backends,
-		OnFinal: onFinal, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt})
+		OnFinal: onFinal, LockOwner: lockSendOwner, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt})
 }

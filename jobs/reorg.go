@@ -333,18 +333,41 @@ func (a *advance) sendKey(step *store.StepRun) string {
 // lockJournal locks the run or response a send belongs to, in tx, and
 // loads it with its journal.
 func (e *Engine) lockJournal(ctx context.Context, tx pgx.Tx, ref sendRef) (*store.Run, []*store.StepRun, error) {
-	id := ref.run
-	if ref.journal == store.ReorgJournal {
-		resp, err := store.ResponseOf(ctx, tx, ref.run, ref.fork)
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, err := store.GetResponse(ctx, tx, resp.ID, true); err != nil {
-			return nil, nil, err
-		}
-		id = resp.ID
-	} else if _, err := store.GetRun(ctx, tx, id, true); err != nil {
+	id, err := lockOwner(ctx, tx, ref)
+	if err != nil {
 		return nil, nil, err
 	}
 	return store.LoadJournal(ctx, tx, ref.journal, id)
+}
+
+// lockOwner locks the row that owns a send's journal, the run or its reorg
+// response, and returns its id.
+func lockOwner(ctx context.Context, tx pgx.Tx, ref sendRef) (uuid.UUID, error) {
+	if ref.journal != store.ReorgJournal {
+		_, err := store.GetRun(ctx, tx, ref.run, true)
+		return ref.run, err
+	}
+	resp, err := store.ResponseOf(ctx, tx, ref.run, ref.fork)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if _, err := store.GetResponse(ctx, tx, resp.ID, true); err != nil {
+		return uuid.Nil, err
+	}
+	return resp.ID, nil
+}
+
+// lockSendOwner is the relayer's LockOwner: a send's finalising
+// transaction locks its run (or reorg response) before the send's row,
+// the order a cancel takes them in (CancelRun, compensate), so the two
+// never deadlock. onTxFinal then reads the journal under that lock.
+func lockSendOwner(ctx context.Context, tx pgx.Tx, externalID string) error {
+	ref, ok := parseExternalID(externalID)
+	if !ok {
+		return nil
+	}
+	if _, err := lockOwner(ctx, tx, ref); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }

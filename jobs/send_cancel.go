@@ -24,6 +24,8 @@ import (
 func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
 	// Lock the run before reading its journal: a send finalised meanwhile
 	// (onTxFinal locks the run too) is then either seen or not waiting.
+	// Locks go run, then each send's row: the relayer's finaliser takes
+	// them in that order too (lockSendOwner), or the two would deadlock.
 	if _, err := store.GetRun(ctx, tx, id, true); err != nil {
 		return nil, err
 	}

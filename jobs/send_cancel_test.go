@@ -116,12 +116,19 @@ type sendBundle struct {
 // node) and starts an engine on a fresh database.
 func startSend(t *testing.T, node *anviltest.Node, rpc string, wei *big.Int, retry string) *sendBundle {
 	t.Helper()
+	return startSendProject(t, node, rpc, wei, sendProject, retry)
+}
+
+// startSendProject is startSend with another project of sendProject's
+// shape (its verbs in the same order).
+func startSendProject(t *testing.T, node *anviltest.Node, rpc string, wei *big.Int, projectFmt, retry string) *sendBundle {
+	t.Helper()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
 	from := crypto.PubkeyToAddress(key.PublicKey)
 	to := crypto.PubkeyToAddress(mustKey(t).PublicKey)
 	node.Call(nil, "anvil_setBalance", from, "0x"+wei.Text(16))
-	project := chainProject(t, fmt.Sprintf(sendProject, rpc, "0x"+hex.EncodeToString(crypto.FromECDSA(key)), to.Hex(), retry), nil)
+	project := chainProject(t, fmt.Sprintf(projectFmt, rpc, "0x"+hex.EncodeToString(crypto.FromECDSA(key)), to.Hex(), retry), nil)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)

@@ -252,7 +252,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 		f.Status, f.Error = store.RelayerFailed, fmt.Sprintf("reverted on chain in block %d", rc.BlockNumber)
 	}
 	r.fault("relayer.before-final")
-	return finish(ctx, r, job, row.TxID, f)
+	return finish(ctx, r, job, row, f)
 }
 
 // orphan journals the receipt of a mined send whose block left the
@@ -342,11 +342,11 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[SendArgs], w *W
 	msg := fmt.Sprintf("nonce %d was used by a transaction rflow did not send", *row.Nonce)
 	switch {
 	case cur != nil && cur.SentAt != nil:
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerReplaced, Error: msg})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerReplaced, Error: msg})
 	case row.CancelRequestedAt != nil:
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: msg})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerCancelled, Error: msg})
 	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerDropped, Error: msg})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerDropped, Error: msg})
 	}
 	return r.moveNonce(ctx, job, w, b, row, "its nonce was used by someone else")
 }
@@ -461,7 +461,7 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 	class, sendErr := r.send(ctx, b, signed)
 	switch {
 	case class.permanent():
-		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
+		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
 	case (class == sendTransient || class == sendFeeTooLow) && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
@@ -527,5 +527,5 @@ func (r *Relayer) refused(ctx context.Context, job *river.Job[SendArgs], b Backe
 	}
 	r.log.Warn("send refused for good and not in the node's mempool; ending it", "external_id", row.ExternalID,
 		"nonce", *row.Nonce, "class", class.String(), "error", sendErr)
-	return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
+	return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
 }

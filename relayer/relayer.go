@@ -63,6 +63,12 @@ type Config struct {
 	Networks map[uint64]Backend
 	// OnFinal, when set, runs in the transaction that finalises a send.
 	OnFinal FinalHook
+	// LockOwner, when set, runs in that transaction before the send's row
+	// is locked, to lock what owns the send (the engine: its run). A caller
+	// that locks the owner and then the send in one transaction (a run's
+	// cancel, through CancelTx) then takes its locks in the finaliser's
+	// order; locking the send first and the owner in OnFinal deadlocks.
+	LockOwner func(ctx context.Context, tx pgx.Tx, externalID string) error
 	// Middleware wraps the inserts of the relayer's jobs (the engine's
 	// trace propagation: a send's job carries its step's trace).
 	Middleware []rivertype.Middleware

@@ -66,7 +66,7 @@ func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
 			// the wallet and network.
 			return r.later(ctx, row.TxID, job.ID, err)
 		}
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
 	}
 	if row.Nonce == nil {
 		return r.broadcast(ctx, job, w, b, row)
@@ -89,9 +89,9 @@ func (r *Relayer) owned(ctx context.Context, txID uuid.UUID, jobID int64) (*stor
 func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx) error {
 	switch {
 	case row.CancelRequestedAt != nil:
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
 	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
 	}
 	sim, err := estimate(ctx, b, callMsg(row))
 	if err != nil {
@@ -102,11 +102,11 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 		return err
 	}
 	if row.DryRun {
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerSimulated, Error: sim.Reason(), Simulation: simJSON})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerSimulated, Error: sim.Reason(), Simulation: simJSON})
 	}
 	if sim.Failed() {
 		r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
-		return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
+		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
 	}
 	gasLimit := sim.GasEstimate + sim.GasEstimate/5
 	if row.GasLimit != nil {
@@ -136,7 +136,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 			return err
 		}
 		if row.CancelRequestedAt != nil && row.Nonce == nil {
-			return finish(ctx, r, job, row.TxID, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
+			return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
 		}
 		return river.JobSnooze(r.cfg.PollInterval)
 	}
@@ -151,7 +151,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	class, sendErr := r.send(ctx, b, signed)
 	r.fault("relayer.after-send")
 	if class.permanent() {
-		return finish(ctx, r, job, row.TxID, r.refusal(ctx, b, row, signed, class, sendErr))
+		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
@@ -291,10 +291,11 @@ func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause 
 	return river.JobSnooze(r.cfg.PollInterval)
 }
 
-// finish completes job and moves the send to a final status in one
+// finish completes job and moves the send row to a final status in one
 // transaction, running the FinalHook inside it. A stale job (the send is
-// final already or driven by another job) only completes itself.
-func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], txID uuid.UUID, f store.RelayerFinal) error {
+// final already or driven by another job) only completes itself. Locks go
+// job, owner (LockOwner), send.
+func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], row *store.RelayerTx, f store.RelayerFinal) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -303,7 +304,12 @@ func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], txID uuid
 	if err := completeFirst(ctx, tx, job); err != nil {
 		return err
 	}
-	row, err := store.FinishRelayerTx(ctx, tx, txID, job.ID, f)
+	if r.cfg.LockOwner != nil {
+		if err := r.cfg.LockOwner(ctx, tx, row.ExternalID); err != nil {
+			return fmt.Errorf("relayer lock owner of %s: %w", row.ExternalID, err)
+		}
+	}
+	row, err = store.FinishRelayerTx(ctx, tx, row.TxID, job.ID, f)
 	if err != nil {
 		return err
 	}
