@@ -51,16 +51,22 @@ type ClientOptions struct {
 // with backoff. Errors the node itself returns (a JSON-RPC error object such
 // as a revert or "range too large") are not retried: they are answers.
 type Client struct {
-	opts  ClientOptions
-	conns []*rpc.Client
-	log   *slog.Logger
+	opts ClientOptions
+	log  *slog.Logger
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// conns are by URL; nil is a WebSocket URL not connected yet (it did
+	// not answer), dialled again when a call comes to it.
+	conns     []*rpc.Client
 	preferred int
+	closed    bool
 }
 
 // Dial prepares a Client. HTTP endpoints are not contacted until the first
-// call, so Dial succeeds while a node is down.
+// call, so Dial succeeds while a node is down. A WebSocket endpoint is
+// connected at once; one that does not answer is logged and skipped, like
+// a failing HTTP one: calls go to the next URL and come back to it (and
+// dial it again) when the others fail.
 func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 	if len(opts.URLs) == 0 {
 		return nil, errors.New("chain client: no RPC URL")
@@ -80,22 +86,76 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Client{opts: opts, log: opts.Logger}
-	for _, u := range opts.URLs {
-		rc, err := rpc.DialOptions(ctx, u)
-		if err != nil {
+	c := &Client{opts: opts, log: opts.Logger, conns: make([]*rpc.Client, len(opts.URLs)), preferred: -1}
+	for i, u := range opts.URLs {
+		dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+		rc, err := rpc.DialOptions(dctx, u)
+		cancel()
+		switch {
+		case err == nil:
+			c.conns[i] = rc
+			if c.preferred < 0 {
+				c.preferred = i
+			}
+		case webSocket(u) && ctx.Err() == nil:
+			c.log.Warn("RPC URL does not answer; calls fail over to the next URL and try it again later",
+				"url", redact.URL(u), "err", redact.Error(err))
+		default:
 			c.Close()
 			return nil, fmt.Errorf("chain client: dial %s: %w", redact.URL(u), redact.Error(err))
 		}
-		c.conns = append(c.conns, rc)
 	}
+	c.preferred = max(c.preferred, 0)
 	return c, nil
+}
+
+// webSocket reports whether u is a ws:// or wss:// URL (connected at dial
+// time, unlike HTTP).
+func webSocket(u string) bool {
+	scheme, _, _ := strings.Cut(strings.ToLower(u), "://")
+	return scheme == "ws" || scheme == "wss"
+}
+
+// conn returns the connection to URL i, dialling it if it is not connected
+// yet.
+func (c *Client) conn(ctx context.Context, i int) (*rpc.Client, error) {
+	c.mu.Lock()
+	rc, closed := c.conns[i], c.closed
+	c.mu.Unlock()
+	if rc != nil || closed {
+		if closed {
+			return nil, errors.New("chain client closed")
+		}
+		return rc, nil
+	}
+	rc, err := rpc.DialOptions(ctx, c.opts.URLs[i])
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		rc.Close()
+		return nil, errors.New("chain client closed")
+	case c.conns[i] != nil:
+		rc.Close() // another call connected it first
+		return c.conns[i], nil
+	}
+	c.conns[i] = rc
+	c.log.Info("RPC URL answers again", "url", redact.URL(c.opts.URLs[i]))
+	return rc, nil
 }
 
 // Close releases the connections.
 func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
 	for _, rc := range c.conns {
-		rc.Close()
+		if rc != nil {
+			rc.Close()
+		}
 	}
 }
 
@@ -119,7 +179,10 @@ func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn fu
 		i := c.preferred
 		c.mu.Unlock()
 		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-		err := fn(actx, c.conns[i])
+		rc, err := c.conn(actx, i)
+		if err == nil {
+			err = fn(actx, rc)
+		}
 		cancel()
 		if err == nil {
 			return nil

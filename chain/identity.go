@@ -51,8 +51,12 @@ func (s *Service) CheckNetworks(ctx context.Context) error {
 func (c *Client) chainIDAt(ctx context.Context, i int) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
+	rc, err := c.conn(ctx, i)
+	if err != nil {
+		return 0, err
+	}
 	var id hexutil.Big
-	if err := c.conns[i].CallContext(ctx, &id, "eth_chainId"); err != nil {
+	if err := rc.CallContext(ctx, &id, "eth_chainId"); err != nil {
 		return 0, err
 	}
 	return id.ToInt().Int64(), nil

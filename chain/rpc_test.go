@@ -2,11 +2,15 @@ package chain_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,4 +155,74 @@ func TestNewHeadsOverWebSocket(t *testing.T) {
 	eventually(t, 10*time.Second, "the claim woken by newHeads", func() bool {
 		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 1
 	})
+}
+
+// A network whose first rpc: URL is a WebSocket nobody listens on (with
+// credentials in it) still starts: Dial warns about that URL, redacted, and
+// calls fail over to the next one, so the service claims logs through it.
+func TestDeadWebSocketFirstURLFailsOver(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "ws://rflow:hunter2@" + ln.Addr().String() + "/v3/9aK2b7Qx4LmN8pR1sT6vW3yZ"
+	require.NoError(t, ln.Close())
+	node := anviltest.Start(t, anviltest.Options{})
+
+	var logs bytes.Buffer
+	c, err := chain.Dial(context.Background(), chain.ClientOptions{URLs: []string{dead, node.URL},
+		Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))})
+	require.NoError(t, err, "a dead first URL does not fail the client")
+	defer c.Close()
+	id, err := c.ChainID(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(31337), id)
+	require.Contains(t, logs.String(), "url=ws://rflow:xxxxx@"+ln.Addr().String()+"/v3/xxxxx", "the warning names the dead URL, redacted")
+	require.Contains(t, logs.String(), "level=WARN")
+	require.NotContains(t, logs.String(), "hunter2")
+	require.NotContains(t, logs.String(), "9aK2b7Qx4LmN8pR1sT6vW3yZ")
+
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "wf")
+	e := anviltest.DeployEmitter(t, node)
+	e.EmitMany(5, 0)
+	deposit, err := chain.NewEvent(e.ABI, "Deposit")
+	require.NoError(t, err)
+	runService(t, pool, chain.Config{Networks: []chain.Network{network(dead, node.URL)},
+		Events: []chain.EventTrigger{{Workflow: "wf", Network: "local", Event: deposit, RunOn: chain.RunOnHead}}})
+	eventually(t, 30*time.Second, "the logs claimed through the second URL", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 5
+	})
+}
+
+// syncWriter serialises writes of concurrent loggers.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// A WebSocket URL that did not answer at Dial is dialled again by later
+// calls: once a node listens there, calls go through it.
+func TestDeadWebSocketURLIsDialledAgain(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	c, err := chain.Dial(context.Background(), chain.ClientOptions{URLs: []string{"ws://127.0.0.1:" + strconv.Itoa(port)},
+		Attempts: 1, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.ChainID(context.Background())
+	require.ErrorContains(t, err, "connection refused")
+
+	anviltest.Start(t, anviltest.Options{Port: port})
+	id, err := c.ChainID(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(31337), id)
 }

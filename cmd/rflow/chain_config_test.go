@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ import (
 const chainProject = `
 name: chaincheck
 networks:
-  - { name: local, chain_id: %d, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+  - { name: local, chain_id: %d, rpc: %s, confirmations: 1, block_poll_interval: 100ms }
 contracts:
   - { name: Emitter, abi: ./Emitter.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
 workflows:
@@ -30,6 +32,12 @@ workflows:
 `
 
 func writeChainProject(t *testing.T, chainID int64, rpc string) string {
+	t.Helper()
+	return writeChainProjectRPC(t, chainID, strconv.Quote(rpc))
+}
+
+// writeChainProjectRPC is writeChainProject with rpc: as YAML (a list).
+func writeChainProjectRPC(t *testing.T, chainID int64, rpc string) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Emitter.json"), anviltest.EmitterABIJSON(t), 0o644))
@@ -81,4 +89,31 @@ func freePortCLI(t *testing.T) int {
 	require.NoError(t, err)
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A dead WebSocket first in a network's rpc: list does not stop `rflow
+// start`: it warns naming the URL (credentials masked) and ingests through
+// the next URL.
+func TestStartFailsOverFromDeadWebSocketRPC(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	dbURL := storetest.URL(t)
+	dead := fmt.Sprintf("ws://rflow:s3cret@127.0.0.1:%d", freePortCLI(t))
+	p := startRflow(t, dbURL, writeChainProjectRPC(t, anviltest.ChainID, fmt.Sprintf("[%q, %q]", dead, node.URL)), "")
+	pool := openPool(t, dbURL)
+	// A trigger starts at the head it first sees: deposit until one is
+	// after that.
+	require.Eventually(t, func() bool {
+		em.Deposit(7)
+		var n int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM rflow.workflow_runs
+			WHERE workflow_name = 'on-deposit' AND status = 'completed'`).Scan(&n))
+		return n > 0
+	}, 60*time.Second, 500*time.Millisecond, "the deposit's run; output:\n%s", p.out)
+	out := p.out.String()
+	require.Contains(t, out, "RPC URL does not answer")
+	require.Contains(t, out, "ws://rflow:xxxxx@127.0.0.1:")
+	require.NotContains(t, out, "s3cret")
+	p.stop(t)
 }
