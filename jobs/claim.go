@@ -129,37 +129,67 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 
 // RetryRunTx re-fires a dead-lettered run from its failed step; completed
 // steps are never re-run. Jobs left over from the failed attempt become
-// stale no-ops because the run's attempt moved.
+// stale no-ops because the run's attempt moved. A run whose on_reorg
+// response failed has that response retried instead, from its failed step
+// (the run's own trigger log is gone); the run is returned as it is.
 func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	// The run first, then its response: the order a reorg decision takes.
+	if _, err := store.GetRun(ctx, tx, id, true); err != nil {
+		return nil, err
+	}
+	resp, err := store.FailedResponse(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if resp != nil {
+		if err := e.reopen(ctx, tx, store.ReorgJournal, resp.ID); err != nil {
+			return nil, fmt.Errorf("retry reorg response %s of run %s: %w", resp.ID, id, err)
+		}
+		return store.GetRun(ctx, tx, id, false)
+	}
 	if run, handled, err := e.retryTrigger(ctx, tx, id); handled || err != nil {
 		return run, err
 	}
-	run, steps, err := store.ReopenRun(ctx, tx, id)
-	if err != nil {
+	if err := e.reopen(ctx, tx, store.RunJournal, id); err != nil {
 		return nil, err
 	}
-	journal, err := store.RunSteps(ctx, tx, id)
+	return store.GetRun(ctx, tx, id, false)
+}
+
+// reopen retries the failed run-like row id of journal j from its failed
+// step (see store.ReopenJournal), in tx.
+func (e *Engine) reopen(ctx context.Context, tx pgx.Tx, j store.Journal, id uuid.UUID) error {
+	run, steps, err := store.ReopenJournal(ctx, tx, j, id)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	journal, err := store.JournalSteps(ctx, tx, j, id)
+	if err != nil {
+		return err
 	}
 	p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a, err := e.newAdvance(p, run, journal)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	if j == store.ReorgJournal {
+		if a.origin, err = e.loadOrigin(ctx, tx, id); err != nil {
+			return err
+		}
 	}
 	at := make([]stepAt, len(steps))
 	for i, step := range steps {
 		if at[i], err = p.stepAt(run, step); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if ok, err := e.resumeAt(ctx, tx, a, outcome{reopen: true}, at...); err != nil || !ok {
-		return nil, fmt.Errorf("retry run %s: %w", id, orStale(err))
+		return fmt.Errorf("retry %s %s: %w", j, id, orStale(err))
 	}
-	return store.GetRun(ctx, tx, id, false)
+	return nil
 }
 
 // CancelRunTx cancels a run that has not finished, and the transactions of

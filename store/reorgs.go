@@ -122,6 +122,20 @@ func ResponseOf(ctx context.Context, db DBTX, runID uuid.UUID, fork int64) (*Res
 	return r, nil
 }
 
+// FailedResponse returns the newest failed response of run, or nil: what
+// an operator's retry of the run retries.
+func FailedResponse(ctx context.Context, db DBTX, runID uuid.UUID) (*Response, error) {
+	r, err := scanResponse(db.QueryRow(ctx, `SELECT `+responseColumns+` FROM rflow.reorg_runs
+		WHERE run_id = $1 AND status = 'failed' ORDER BY created_at DESC, id DESC LIMIT 1`, runID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failed response of run %s: %w", runID, err)
+	}
+	return r, nil
+}
+
 // RunResponses returns a run's responses, oldest first.
 func RunResponses(ctx context.Context, db DBTX, runID uuid.UUID) ([]*Response, error) {
 	rows, err := db.Query(ctx, `SELECT `+responseColumns+` FROM rflow.reorg_runs WHERE run_id = $1 ORDER BY created_at, id`, runID)

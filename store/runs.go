@@ -293,27 +293,44 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 // never re-run. It returns the run and the steps to resume, failed step
 // first.
 func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, error) {
-	r, err := GetRun(ctx, tx, id, true)
-	if err != nil {
-		return nil, nil, err
+	return ReopenJournal(ctx, tx, RunJournal, id)
+}
+
+// ReopenJournal is ReopenRun for a run-like row of journal j: a run, or a
+// failed on_reorg response (whose id is then id).
+func ReopenJournal(ctx context.Context, tx pgx.Tx, j Journal, id uuid.UUID) (*Run, []*StepRun, error) {
+	noun := "run"
+	if j == ReorgJournal {
+		noun = "reorg response"
 	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+j.runs()+` WHERE id = $1 FOR UPDATE`, id); err != nil {
+		return nil, nil, fmt.Errorf("lock %s %s: %w", noun, id, err)
+	}
+	r, err := scanRun(tx.QueryRow(ctx, j.runSQL(), id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, fmt.Errorf("%s %s: %w", noun, id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("load %s %s: %w", noun, id, err)
+	}
+	r.Journal = j
 	if r.Status != RunFailed {
-		return nil, nil, fmt.Errorf("run %s is %s: only failed runs can be retried", id, r.Status)
+		return nil, nil, fmt.Errorf("%s %s is %s: only failed runs can be retried", noun, id, r.Status)
 	}
 	if r.FailedStep == nil {
-		return nil, nil, fmt.Errorf("run %s has no failed step to resume from", id)
+		return nil, nil, fmt.Errorf("%s %s has no failed step to resume from", noun, id)
 	}
 	rows, err := tx.Query(ctx, `
-		UPDATE rflow.step_runs SET attempt = attempt + 1, status = 'queued', error = NULL,
+		UPDATE `+j.steps()+` SET attempt = attempt + 1, status = 'queued', error = NULL,
 			started_at = NULL, finished_at = NULL
 		WHERE run_id = $1 AND (step_key = $2 OR status = 'cancelled')
 		RETURNING `+stepColumns, id, *r.FailedStep)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("reopen steps of %s %s: %w", noun, id, err)
 	}
 	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*StepRun, error) { return scanStep(r) })
 	if err != nil {
-		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("reopen steps of %s %s: %w", noun, id, err)
 	}
 	for i, s := range steps {
 		if s.Key == *r.FailedStep {
@@ -321,14 +338,14 @@ func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, 
 		}
 	}
 	if len(steps) == 0 || steps[0].Key != *r.FailedStep {
-		return nil, nil, fmt.Errorf("run %s: failed step %s is missing from the journal", id, *r.FailedStep)
+		return nil, nil, fmt.Errorf("%s %s: failed step %s is missing from the journal", noun, id, *r.FailedStep)
 	}
 	_, err = tx.Exec(ctx, `
-		UPDATE rflow.workflow_runs SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
+		UPDATE `+j.runs()+` SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
 			finished_at = NULL, updated_at = now()
 		WHERE id = $1`, id)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reopen run %s: %w", id, err)
+		return nil, nil, fmt.Errorf("reopen %s %s: %w", noun, id, err)
 	}
 	r.Attempt++
 	r.Status, r.Error, r.FailedStep = RunRunning, nil, nil

@@ -1,0 +1,132 @@
+package jobs_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/store"
+)
+
+const reorgRetryProject = `
+name: reorgretry
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: credit
+    trigger:
+      event: { contract: Vault, event: Deposit, run_on: head }
+    steps:
+      - id: act
+        http_call: { method: POST, url: "%[1]s/act" }
+    on_reorg:
+      - id: note
+        http_call: { method: POST, url: "%[1]s/note" }
+      - id: undo
+        http_call: { method: POST, url: "%[1]s/undo" }
+        retry: { max_attempts: 1 }
+      - id: after
+        http_call: { method: POST, url: "%[1]s/after" }
+`
+
+// TestRetryFailedReorgResponse: an on_reorg response whose step failed is
+// retried by `runs retry <run>` (RetryRunTx, also the HTTP route): the
+// failed step runs again at a new attempt, the response goes on to its
+// end, and nothing that completed runs again (the run's own steps, the
+// response's earlier step). A second retry of the completed response is
+// refused.
+func TestRetryFailedReorgResponse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recv := newReceiver(t)
+	pool, e := deployed(t, chainProject(t, fmt.Sprintf(reorgRetryProject, recv.URL), nil))
+	recv.mu.Lock()
+	recv.status["/undo"] = []int{500}
+	recv.mu.Unlock()
+
+	const fork = 5
+	var runID uuid.UUID
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":0"
+		if _, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: key, TriggerKind: "event",
+			Trigger: []byte(`{"event": {"amount": 3}, "block": 5, "phase": "head"}`), ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs`).Scan(&runID)
+	}))
+	require.Eventually(t, func() bool {
+		r, err := store.GetRun(ctx, pool, runID, false)
+		require.NoError(t, err)
+		return r.Status == store.RunCompleted
+	}, 20*time.Second, 20*time.Millisecond)
+
+	var canonical []store.IndexedBlock
+	for n := int64(fork); n <= fork+300; n++ {
+		canonical = append(canonical, store.IndexedBlock{Number: n, Hash: fmt.Sprintf("0x%064x", n), ParentHash: fmt.Sprintf("0x%064x", n-1)})
+	}
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		ids, err := store.ApplyReorg(ctx, tx, store.ReorgRecord{ChainID: 31337, ForkBlock: fork, Depth: 1, OldHash: "0xaa",
+			NewHash: canonical[0].Hash}, canonical, 1000)
+		if err != nil {
+			return err
+		}
+		return e.ChainConfig().OnReorg(ctx, tx, chain.Reorg{ChainID: 31337, ForkBlock: fork, Depth: 1, OrphanedRuns: ids,
+			OldHash: "0xaa", NewHash: canonical[0].Hash})
+	}))
+	response := func() *store.Response {
+		rs, err := store.RunResponses(ctx, pool, runID)
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		return rs[0]
+	}
+	require.Eventually(t, func() bool { return response().Status.Terminal() }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, store.RunFailed, response().Status)
+	require.Contains(t, *response().Error, "500")
+	require.Empty(t, recv.got("/after"))
+
+	retry := func() (*store.Run, error) {
+		var run *store.Run
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			run, err = e.RetryRunTx(ctx, tx, runID)
+			return err
+		})
+		return run, err
+	}
+	run, err := retry()
+	require.NoError(t, err, "a failed response is retried")
+	require.Equal(t, runID, run.ID)
+	require.Equal(t, store.RunCompleted, run.Status, "the run itself is untouched")
+
+	require.Eventually(t, func() bool { return response().Status.Terminal() }, 30*time.Second, 20*time.Millisecond)
+	resp := response()
+	require.Equal(t, store.RunCompleted, resp.Status, "error: %v", resp.Error)
+	require.Nil(t, resp.Error)
+	steps, err := store.JournalSteps(ctx, pool, store.ReorgJournal, resp.ID)
+	require.NoError(t, err)
+	byKey := map[string]*store.StepRun{}
+	for _, s := range steps {
+		byKey[s.Key] = s
+	}
+	require.Equal(t, store.StepCompleted, byKey["undo"].Status)
+	require.Equal(t, 2, byKey["undo"].Attempt, "the failed step ran again at a new attempt")
+	require.Equal(t, 1, byKey["note"].Attempt)
+	require.Equal(t, store.StepCompleted, byKey["after"].Status)
+	require.Len(t, recv.got("/undo"), 2)
+	require.Len(t, recv.got("/note"), 1, "a completed step of the response never re-runs")
+	require.Len(t, recv.got("/after"), 1)
+	require.Len(t, recv.got("/act"), 1, "the run's steps never re-run")
+	require.Equal(t, recv.got("/undo")[0].Header.Get("Idempotency-Key"), recv.got("/undo")[1].Header.Get("Idempotency-Key"),
+		"the retried call keeps its idempotency key")
+
+	_, err = retry()
+	require.ErrorContains(t, err, "only failed runs can be retried")
+}
