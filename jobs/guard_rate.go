@@ -61,9 +61,17 @@ func (e *Engine) admit(ctx context.Context, tx pgx.Tx, wf *workflow.Workflow, ru
 	}
 	// The in-process window goes last: it cannot roll back, so it is only
 	// taken once nothing else can refuse (a rollback of tx afterwards
-	// over-counts, which errs on the side of the limit).
+	// over-counts, which errs on the side of the limit). Its clock is the
+	// transaction's, like the durable window's: the run's first step is
+	// stamped with it, so the window that counts a run is the one its
+	// recorded start falls in (the process clock at this point can be a
+	// window later than the transaction's start under load).
 	if r := wf.RateLimit; r != nil && !r.Durable {
-		if ok, end := e.rates.take(wf.Name, r.Max, r.Per, time.Now()); !ok {
+		now, err := store.TxTime(ctx, tx)
+		if err != nil {
+			return verdict{}, fmt.Errorf("guards of %s: %w", wf.Name, err)
+		}
+		if ok, end := e.rates.take(wf.Name, r.Max, r.Per, now); !ok {
 			return verdict{wake: end}, nil
 		}
 	}
@@ -118,6 +126,10 @@ type rateWindow struct {
 
 // take counts one admission in the current window of workflow, unless it
 // holds max already; windows align to the Unix epoch like the durable ones.
+// now is a transaction's start, so calls need not come in time order: one
+// whose window is older than the current one is refused (its count is
+// gone; starting a fresh one would admit more than max in it), and the run
+// is offered again by the next release, in a newer transaction.
 func (w *rateWindows) take(workflow string, max int, per time.Duration, now time.Time) (bool, time.Time) {
 	start := time.Unix(0, now.UnixNano()/int64(per)*int64(per))
 	w.mu.Lock()
@@ -126,9 +138,12 @@ func (w *rateWindows) take(workflow string, max int, per time.Duration, now time
 		w.m = map[string]*rateWindow{}
 	}
 	cur := w.m[workflow]
-	if cur == nil || !cur.start.Equal(start) {
+	switch {
+	case cur == nil || cur.start.Before(start):
 		cur = &rateWindow{start: start}
 		w.m[workflow] = cur
+	case start.Before(cur.start):
+		return false, start.Add(per)
 	}
 	if cur.count >= max {
 		return false, start.Add(per)

@@ -24,6 +24,10 @@ const releaseBatch = 500
 func (e *Engine) gate(ctx context.Context, tx pgx.Tx, runs []*store.Run) ([]*store.Run, error) {
 	start := runs[:0:0]
 	held := map[string]bool{} // workflow, or workflow + "\x00" + key
+	// ahead is the latest wake of the runs a queue's next run waits behind:
+	// it cannot start before they do, so its own wake_at says at least
+	// that (runs show prints it as the next try).
+	ahead := map[string]time.Time{}
 	for _, run := range runs {
 		p, err := e.plan(ctx, tx, run.Workflow, run.Generation)
 		if err != nil {
@@ -40,10 +44,12 @@ func (e *Engine) gate(ctx context.Context, tx pgx.Tx, runs []*store.Run) ([]*sto
 		}
 		behind, seen := held[queue]
 		if !seen {
-			if behind, err = store.HasThrottledRuns(ctx, tx, run.Workflow, key); err != nil {
+			var wake time.Time
+			if behind, wake, err = store.HasThrottledRuns(ctx, tx, run.Workflow, key); err != nil {
 				return nil, err
 			}
 			held[queue] = behind
+			ahead[queue] = wake
 		}
 		wake := time.Now().Add(releaseEvery)
 		if !behind && !held[run.Workflow] {
@@ -58,8 +64,15 @@ func (e *Engine) gate(ctx context.Context, tx pgx.Tx, runs []*store.Run) ([]*sto
 			wake = v.wake
 			if v.byKey {
 				held[queue] = true
+				ahead[queue] = wake
 			} else {
 				held[run.Workflow] = true
+				ahead[run.Workflow] = wake
+			}
+		}
+		for _, q := range []string{queue, run.Workflow} {
+			if w := ahead[q]; held[q] && w.After(wake) {
+				wake = w
 			}
 		}
 		if err := store.HoldRun(ctx, tx, run.ID, wake, key); err != nil {

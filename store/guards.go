@@ -44,6 +44,18 @@ func TakeWindowSlot(ctx context.Context, db DBTX, workflow string, guard Guard, 
 	return ok, start.Add(per), nil
 }
 
+// TxTime returns now() of db's transaction: its start, the time Postgres
+// stamps on every row it writes (created_at defaults). A guard that windows
+// admissions by it puts each run's recorded start in the window that
+// counted it.
+func TxTime(ctx context.Context, db DBTX) (time.Time, error) {
+	var now time.Time
+	if err := db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("transaction time: %w", err)
+	}
+	return now, nil
+}
+
 // DeleteOldWindows deletes the buckets whose window started before before.
 func DeleteOldWindows(ctx context.Context, db DBTX, before time.Time) error {
 	if _, err := db.Exec(ctx, `DELETE FROM rflow.rate_limit_buckets WHERE window_start < $1`, before); err != nil {
@@ -67,16 +79,20 @@ func HoldRun(ctx context.Context, db DBTX, id uuid.UUID, wake time.Time, key *st
 
 // HasThrottledRuns reports whether workflow has runs waiting in status
 // throttled (with key, only those of that concurrency key): a fresh claim
-// then waits behind them, so runs start in claim order.
-func HasThrottledRuns(ctx context.Context, db DBTX, workflow string, key *string) (bool, error) {
-	var ok bool
-	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rflow.workflow_runs
-		WHERE workflow_name = $1 AND status = 'throttled' AND ($2::text IS NULL OR concurrency_key = $2))`,
-		workflow, key).Scan(&ok)
+// then waits behind them, so runs start in claim order. wake is the latest
+// of their wake_at: the claim cannot start before that.
+func HasThrottledRuns(ctx context.Context, db DBTX, workflow string, key *string) (ok bool, wake time.Time, err error) {
+	var latest *time.Time
+	err = db.QueryRow(ctx, `SELECT count(*) > 0, max(wake_at) FROM rflow.workflow_runs
+		WHERE workflow_name = $1 AND status = 'throttled' AND ($2::text IS NULL OR concurrency_key = $2)`,
+		workflow, key).Scan(&ok, &latest)
 	if err != nil {
-		return false, fmt.Errorf("throttled runs of %s: %w", workflow, err)
+		return false, time.Time{}, fmt.Errorf("throttled runs of %s: %w", workflow, err)
 	}
-	return ok, nil
+	if latest != nil {
+		wake = *latest
+	}
+	return ok, wake, nil
 }
 
 // concurrencyLockClass is the first key of the advisory locks on
