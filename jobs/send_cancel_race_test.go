@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,68 @@ func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int, what string) {
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
 		return waiting >= n
 	}, 30*time.Second, 10*time.Millisecond, what)
+}
+
+// TestCancelRacingMinedSendsStaysConsistent races `runs cancel` against the
+// block that mines the run's send, at staggered offsets, many times: no
+// cancel or relayer transaction is aborted as a deadlock, and each run ends
+// one consistent way: cancelled with a note matching its send (the
+// original mined after all, or the no-op won), or completed with the send
+// confirmed and the cancel answering so. Every nonce is used once.
+func TestCancelRacingMinedSendsStaysConsistent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{NoMining: true})
+	b := startSend(t, node, node.URL, big.NewInt(1e18), "")
+	const rounds = 8
+	for i := range rounds {
+		id := b.manual(t, "pay", fmt.Sprintf("race-%d", i), nil)
+		b.waitTx(t, id, "in the mempool", func(r relayerTx) bool { return r.status == store.RelayerInMempool })
+		mined := make(chan struct{})
+		go func() {
+			defer close(mined)
+			time.Sleep(time.Duration(i%4) * 15 * time.Millisecond)
+			node.Mine(1)
+		}()
+		time.Sleep(time.Duration(3-i%4) * 15 * time.Millisecond)
+		cerr := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			_, err := jobs.CancelRun(ctx, tx, id)
+			return err
+		})
+		<-mined
+		var pgErr *pgconn.PgError
+		if errors.As(cerr, &pgErr) {
+			require.NotEqual(t, "40P01", pgErr.Code, "round %d: the cancel deadlocked: %v", i, cerr)
+		}
+		run := b.waitRun(t, id)
+		got := b.waitTx(t, id, "final", func(r relayerTx) bool {
+			return r.status == store.RelayerConfirmed || r.status == store.RelayerCancelled
+		})
+		if cerr != nil {
+			require.ErrorContains(t, cerr, "is already completed", "round %d", i)
+			require.Equal(t, store.RunCompleted, run.Status, "round %d", i)
+			require.Equal(t, store.RelayerConfirmed, got.status, "round %d", i)
+			continue
+		}
+		require.Equal(t, store.RunCancelled, run.Status, "round %d", i)
+		want := "cancel: too late, the original was mined"
+		if got.status == store.RelayerCancelled {
+			want = "cancel: the no-op replacement was mined"
+		}
+		require.Eventually(t, func() bool {
+			s := b.steps(t, id)["pay"]
+			return s.Error != nil && strings.Contains(*s.Error, want)
+		}, 10*time.Second, 20*time.Millisecond, "round %d: the step's note says %q", i, want)
+	}
+	nonce, err := node.Client().NonceAt(ctx, b.from, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(rounds), nonce, "one transaction mined per run")
+	var next int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT next_nonce FROM relayer.nonces WHERE lower(address) = lower($1)`,
+		b.from.Hex()).Scan(&next))
+	require.Equal(t, int64(rounds), next)
+	var deadlocks int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job j, unnest(j.errors) e
+		WHERE j.kind = 'relayer_send' AND e->>'error' LIKE '%deadlock%'`).Scan(&deadlocks))
+	require.Zero(t, deadlocks, "a relayer finalising transaction deadlocked")
 }
