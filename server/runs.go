@@ -199,8 +199,14 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 		case !errors.Is(err, store.ErrNotFound):
 			return 0, nil, err
 		}
+		// A run whose on_reorg response failed is retried through that
+		// response, whatever the run's own status (RetryRunTx).
+		resp, err := store.FailedResponse(ctx, tx, id)
+		if err != nil {
+			return 0, nil, err
+		}
 		run, err := s.actOnRun(ctx, tx, id, func(run *store.Run) *apiError {
-			if run.Status != store.RunFailed {
+			if run.Status != store.RunFailed && resp == nil {
 				return &apiError{status: http.StatusConflict, code: "invalid_state",
 					message: fmt.Sprintf("run %s is %s: only failed runs can be retried", run.ID, run.Status)}
 			}
