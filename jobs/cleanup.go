@@ -106,28 +106,47 @@ func (w *LedgerCleanupWorker) Work(ctx context.Context, _ *river.Job[LedgerClean
 
 // CleanupCycle reports what one cycle did.
 type CleanupCycle struct {
-	Deleted int64
-	Batches int
+	Deleted int64 // expired idempotency keys
+	Batches int   // batches of keys
+	Windows int64 // ended rate_limit / throttle windows
 }
 
-// Cycle deletes expired entries in at most maxBatches batches. Each batch
-// commits on its own, so locks are held for one batch only, and a batch that
-// deletes fewer rows than the batch size ends the cycle.
+// Cycle deletes expired ledger entries, then ended guard windows, each in at
+// most maxBatches batches. Each batch commits on its own, so locks are held
+// for one batch only, and a batch that deletes fewer rows than the batch
+// size ends that table's part of the cycle.
 func (w *LedgerCleanupWorker) Cycle(ctx context.Context) (CleanupCycle, error) {
 	var c CleanupCycle
-	for c.Batches < w.maxBatches {
-		n, err := store.DeleteExpiredIdempotencyKeys(ctx, w.pool, w.batchSize)
-		if err != nil {
-			return c, fmt.Errorf("ledger cleanup batch %d: %w", c.Batches+1, err)
-		}
-		c.Batches++
-		c.Deleted += n
-		if n < int64(w.batchSize) {
-			break
-		}
+	var err error
+	if c.Deleted, c.Batches, err = w.drain(ctx, store.DeleteExpiredIdempotencyKeys); err != nil {
+		return c, fmt.Errorf("ledger cleanup: %w", err)
+	}
+	if c.Windows, _, err = w.drain(ctx, store.DeleteEndedWindows); err != nil {
+		return c, fmt.Errorf("guard window cleanup: %w", err)
 	}
 	if c.Deleted > 0 {
 		w.logger.InfoContext(ctx, "expired idempotency keys deleted", "count", c.Deleted, "batches", c.Batches)
 	}
+	if c.Windows > 0 {
+		w.logger.InfoContext(ctx, "ended guard windows deleted", "count", c.Windows)
+	}
 	return c, nil
+}
+
+// drain runs del in batches of batchSize until a partial batch or maxBatches.
+func (w *LedgerCleanupWorker) drain(ctx context.Context, del func(context.Context, store.DBTX, int) (int64, error)) (int64, int, error) {
+	var deleted int64
+	batches := 0
+	for batches < w.maxBatches {
+		n, err := del(ctx, w.pool, w.batchSize)
+		if err != nil {
+			return deleted, batches, fmt.Errorf("batch %d: %w", batches+1, err)
+		}
+		batches++
+		deleted += n
+		if n < int64(w.batchSize) {
+			break
+		}
+	}
+	return deleted, batches, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -50,7 +51,7 @@ func TestLedgerCleanupCycleIsBounded(t *testing.T) {
 		require.LessOrEqual(t, c.Deleted, int64(10*3), "a cycle deletes at most batch size × max batches")
 		cycles = append(cycles, c)
 	}
-	require.Equal(t, []jobs.CleanupCycle{{30, 3}, {30, 3}, {30, 3}, {10, 2}, {0, 1}}, cycles,
+	require.Equal(t, []jobs.CleanupCycle{{Deleted: 30, Batches: 3}, {Deleted: 30, Batches: 3}, {Deleted: 30, Batches: 3}, {Deleted: 10, Batches: 2}, {Deleted: 0, Batches: 1}}, cycles,
 		"full cycles, then ones that stop at the first partial batch")
 	require.Equal(t, 7, countLedger(t, pool), "live entries survive")
 }
@@ -119,4 +120,45 @@ func TestLedgerCleanupPeriodicJob(t *testing.T) {
 	res, err = client.Insert(ctx, jobs.LedgerCleanupArgs{}, nil)
 	require.NoError(t, err)
 	require.True(t, res.UniqueSkippedAsDuplicate)
+}
+
+func TestCleanupDeletesEndedGuardWindows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.Pool(t)
+
+	for _, wf := range []string{"short", "long"} {
+		per := time.Second
+		if wf == "long" {
+			per = 30 * 24 * time.Hour
+		}
+		ok, end, err := store.TakeWindowSlot(ctx, pool, wf, store.GuardRateLimit, 5, per)
+		require.NoError(t, err)
+		require.True(t, ok)
+		var recorded time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT window_end FROM rflow.rate_limit_buckets WHERE workflow = $1`, wf).Scan(&recorded))
+		require.WithinDuration(t, end, recorded, time.Millisecond, "the window's end is recorded with it")
+	}
+	// The short window as if it ended two hours ago, and one written before
+	// ends were recorded.
+	_, err := pool.Exec(ctx, `
+		UPDATE rflow.rate_limit_buckets SET window_start = window_start - interval '2 hours',
+			window_end = window_end - interval '2 hours' WHERE workflow = 'short'`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+		INSERT INTO rflow.rate_limit_buckets (workflow, guard, window_start, count)
+		VALUES ('legacy', 'throttle', now() - interval '400 days', 3)`)
+	require.NoError(t, err)
+
+	w, err := jobs.NewLedgerCleanupWorker(jobs.LedgerCleanupConfig{Pool: pool})
+	require.NoError(t, err)
+	c, err := w.Cycle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Windows)
+
+	rows, err := pool.Query(ctx, `SELECT workflow FROM rflow.rate_limit_buckets ORDER BY workflow`)
+	require.NoError(t, err)
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"legacy", "long"}, left, "a live window and one of unknown length stay")
 }

@@ -32,9 +32,10 @@ func TakeWindowSlot(ctx context.Context, db DBTX, workflow string, guard Guard, 
 	err := db.QueryRow(ctx, `
 		WITH w AS (SELECT to_timestamp(floor(extract(epoch FROM now()) / $3) * $3) AS start),
 		took AS (
-			INSERT INTO rflow.rate_limit_buckets AS b (workflow, guard, window_start, count)
-			SELECT $1, $2, w.start, 1 FROM w
-			ON CONFLICT (workflow, guard, window_start) DO UPDATE SET count = b.count + 1 WHERE b.count < $4
+			INSERT INTO rflow.rate_limit_buckets AS b (workflow, guard, window_start, window_end, count)
+			SELECT $1, $2, w.start, w.start + make_interval(secs => $3), 1 FROM w
+			ON CONFLICT (workflow, guard, window_start) DO UPDATE SET count = b.count + 1, window_end = EXCLUDED.window_end
+			WHERE b.count < $4
 			RETURNING 1)
 		SELECT w.start, EXISTS (SELECT 1 FROM took) FROM w`,
 		workflow, string(guard), per.Seconds(), max).Scan(&start, &ok)
@@ -56,12 +57,26 @@ func TxTime(ctx context.Context, db DBTX) (time.Time, error) {
 	return now, nil
 }
 
-// DeleteOldWindows deletes the buckets whose window started before before.
-func DeleteOldWindows(ctx context.Context, db DBTX, before time.Time) error {
-	if _, err := db.Exec(ctx, `DELETE FROM rflow.rate_limit_buckets WHERE window_start < $1`, before); err != nil {
-		return fmt.Errorf("delete old rate limit windows: %w", err)
+// DeleteEndedWindows deletes at most limit windows that ended more than an
+// hour ago (windows without a recorded end, written before migration 027,
+// are left alone). The hour covers a transaction that started inside a
+// window and counts into it late: its window must still hold the count.
+func DeleteEndedWindows(ctx context.Context, db DBTX, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("delete ended guard windows: limit must be positive, got %d", limit)
 	}
-	return nil
+	tag, err := db.Exec(ctx, `
+		DELETE FROM rflow.rate_limit_buckets
+		WHERE (workflow, guard, window_start) IN (
+			SELECT workflow, guard, window_start FROM rflow.rate_limit_buckets
+			WHERE window_end < now() - interval '1 hour'
+			ORDER BY window_end
+			LIMIT $1
+			FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete ended guard windows: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // HoldRun parks a run in status throttled until wake (the end of the
