@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -52,7 +56,17 @@ func relayerSendRate(b *testing.B) float64 {
 	ctx := context.Background()
 	node := anviltest.Start(b, anviltest.Options{})
 	eth := node.Client()
-	pool := benchPool(b)
+	trace := &stmtTimes{}
+	pool := tracedPool(b, trace)
+	network := relayer.Backend(eth)
+	var calls *rpcCalls
+	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
+		calls = &rpcCalls{next: http.DefaultTransport, count: map[string]int{}}
+		rc, err := rpc.DialOptions(ctx, node.URL, rpc.WithHTTPClient(&http.Client{Transport: calls}))
+		require.NoError(b, err)
+		b.Cleanup(rc.Close)
+		network = ethclient.NewClient(rc)
+	}
 	wallets := map[string]*relayer.Wallet{}
 	for i := range relayerWallets {
 		w, err := relayer.WalletFromKey(anviltest.DevKeys[i])
@@ -60,7 +74,7 @@ func relayerSendRate(b *testing.B) float64 {
 		wallets[fmt.Sprint("w", i)] = w
 	}
 	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: wallets,
-		Networks: map[uint64]relayer.Backend{anviltest.ChainID: eth}, PollInterval: 20 * time.Millisecond})
+		Networks: map[uint64]relayer.Backend{anviltest.ChainID: network}, PollInterval: 20 * time.Millisecond})
 	require.NoError(b, err)
 	workers := river.NewWorkers()
 	r.AddWorkers(workers)
@@ -78,6 +92,10 @@ func relayerSendRate(b *testing.B) float64 {
 	require.NoError(b, err)
 
 	to := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
+	trace.reset()
+	calls.reset()
+	defer trace.print("relayer sends")
+	defer calls.print(relayerSends)
 	start := time.Now()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i := range relayerSends {

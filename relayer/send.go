@@ -156,7 +156,26 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}
-	return river.JobSnooze(r.cfg.PollInterval)
+	if class != sendOK && class != sendKnown {
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	return r.landedNow(ctx, job, b, row, signed)
+}
+
+// landedNow looks for the receipt of a send just accepted, in the same run:
+// on a chain that mines at once (a dev chain, automine) it is there already,
+// and the send finishes without a second run. The broadcast just signed is
+// the only one of the send (its nonce was fresh), so this is the monitor's
+// receipt check, canonical block included, on that one broadcast. No
+// receipt yet, or an error: the next poll looks again, as it would have.
+func (r *Relayer) landedNow(ctx context.Context, job *river.Job[SendArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+	bc := store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: "send", Nonce: *row.Nonce,
+		Gas: rowFees(row).row()}
+	l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
+	if err != nil || l == nil {
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	return r.mined(ctx, job, row, l)
 }
 
 func callMsg(row *store.RelayerTx) ethereum.CallMsg {
