@@ -120,14 +120,18 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if limit == nil {
 		limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
 	}
-	pending, err := b.PendingNonceAt(ctx, w.Address())
+	chainID := uint64(row.ChainID)
+	pending, asked, err := r.chainPending(ctx, b, w.Address(), chainID)
 	if err != nil {
-		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	r.fault("relayer.before-nonce")
 	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit)
 	if err != nil {
 		return err
+	}
+	if assigned != nil {
+		r.trusted(w.Address(), chainID, asked)
 	}
 	if assigned == nil {
 		// Cancelled meanwhile (a cancel refuses the nonce), or no longer
@@ -150,32 +154,65 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	r.fault("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
 	r.fault("relayer.after-send")
+	if class == sendNonceTooLow || class == sendUnderpriced {
+		r.distrust(w.Address(), chainID)
+	}
 	if class.permanent() {
 		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
+	}
+	if class == sendOK || class == sendKnown {
+		if l := r.landedNow(ctx, b, row, signed); l != nil {
+			return r.mined(ctx, job, row, l)
+		}
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}
-	if class != sendOK && class != sendKnown {
-		return river.JobSnooze(r.cfg.PollInterval)
-	}
-	return r.landedNow(ctx, job, b, row, signed)
+	return river.JobSnooze(r.cfg.PollInterval)
 }
 
-// landedNow looks for the receipt of a send just accepted, in the same run:
-// on a chain that mines at once (a dev chain, automine) it is there already,
-// and the send finishes without a second run. The broadcast just signed is
-// the only one of the send (its nonce was fresh), so this is the monitor's
-// receipt check, canonical block included, on that one broadcast. No
-// receipt yet, or an error: the next poll looks again, as it would have.
-func (r *Relayer) landedNow(ctx context.Context, job *river.Job[SendArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+// landedNowFor bounds how long the broadcast's run waits for its receipt
+// (at most the poll interval), and landedNowPause is its first pause
+// between looks, doubled each time. A node that mines at once (a dev
+// chain) answers a few milliseconds after it accepts; on a chain with
+// blocks seconds apart this costs two or three receipt calls per send.
+const (
+	landedNowFor   = 30 * time.Millisecond
+	landedNowPause = 2 * time.Millisecond
+)
+
+// landedNow looks for the receipt of a send the node just accepted, in the
+// same run: on a chain that mines at once (a dev chain, automine) it is
+// there already, and the send finishes without a second run. The broadcast
+// just signed is the only one of the send (its nonce was fresh), so this is
+// the monitor's receipt check, canonical block included, on that one
+// broadcast. It returns nil when there is no receipt yet (or no answer):
+// the next poll looks again, as it would have.
+func (r *Relayer) landedNow(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) *landing {
 	bc := store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: "send", Nonce: *row.Nonce,
 		Gas: rowFees(row).row()}
-	l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
-	if err != nil || l == nil {
-		return river.JobSnooze(r.cfg.PollInterval)
+	wait := time.NewTimer(0)
+	defer wait.Stop()
+	deadline := time.Now().Add(min(r.cfg.PollInterval, landedNowFor))
+	for pause := landedNowPause; ; pause *= 2 {
+		l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
+		if err != nil {
+			return nil
+		}
+		if l != nil {
+			l.unrecorded = true
+			return l
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return nil
+		}
+		wait.Reset(pause)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wait.C:
+		}
 	}
-	return r.mined(ctx, job, row, l)
 }
 
 func callMsg(row *store.RelayerTx) ethereum.CallMsg {

@@ -525,6 +525,9 @@ type RelayerFinal struct {
 	Error      string // empty: keep NULL
 	Simulation []byte // JSON, for dry runs and simulation failures
 	Receipt    *RelayerReceipt
+	// Sent is the hash of a broadcast the node accepted that is not
+	// recorded as sent yet (see MarkBroadcastSent); empty: none.
+	Sent string
 	// ReleaseNonce gives the send's nonce back when the node never took
 	// the send: if no later nonce was handed out, the next send reuses it;
 	// otherwise the hole is left for the gap filler.
@@ -545,14 +548,21 @@ func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64
 	if r := f.Receipt; r != nil {
 		hash, blockHash, block, gasUsed, status = &r.Hash, &r.BlockHash, &r.Block, &r.GasUsed, &r.Status
 	}
+	var sent *string
+	if f.Sent != "" {
+		sent = &f.Sent
+	}
 	t, err := scanRelayerTx(tx.QueryRow(ctx, `
+		WITH sent AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $11 AND tx_id = $1)
 		UPDATE relayer.transactions SET status = $3, error = $4, simulation = COALESCE($5, simulation),
 			tx_hash = COALESCE($6, tx_hash), mined_block = COALESCE($7, mined_block),
 			mined_block_hash = COALESCE($8, mined_block_hash), receipt_status = COALESCE($9, receipt_status),
-			gas_used = COALESCE($10, gas_used), finished_at = now(), updated_at = now(), checked_at = now()
+			gas_used = COALESCE($10, gas_used),
+			broadcast_at = CASE WHEN $11::text IS NULL THEN broadcast_at ELSE COALESCE(broadcast_at, now()) END,
+			finished_at = now(), updated_at = now(), checked_at = now()
 		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
 		RETURNING `+relayerTxColumns,
-		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed))
+		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed, sent))
 	if errors.Is(err, ErrRelayerTxNotFound) {
 		return nil, nil
 	}
