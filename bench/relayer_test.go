@@ -61,7 +61,8 @@ func relayerSendRate(b *testing.B) float64 {
 	network := relayer.Backend(eth)
 	var calls *rpcCalls
 	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
-		calls = &rpcCalls{next: http.DefaultTransport, count: map[string]int{}}
+		calls = &rpcCalls{next: http.DefaultTransport}
+		calls.reset()
 		rc, err := rpc.DialOptions(ctx, node.URL, rpc.WithHTTPClient(&http.Client{Transport: calls}))
 		require.NoError(b, err)
 		b.Cleanup(rc.Close)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"time"
 )
 
 // rpcCalls is an HTTP transport that counts the JSON-RPC methods sent
@@ -16,6 +17,7 @@ type rpcCalls struct {
 	next  http.RoundTripper
 	mu    sync.Mutex
 	count map[string]int
+	took  map[string]time.Duration
 	posts int
 }
 
@@ -28,16 +30,26 @@ func (c *rpcCalls) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		var one struct{ Method string }
 		var many []struct{ Method string }
+		method := "batch"
+		if json.Unmarshal(body, &one) == nil {
+			method = one.Method
+		}
 		c.mu.Lock()
 		c.posts++
 		if json.Unmarshal(body, &many) == nil {
 			for _, m := range many {
 				c.count[m.Method]++
 			}
-		} else if json.Unmarshal(body, &one) == nil {
-			c.count[one.Method]++
+		} else {
+			c.count[method]++
 		}
 		c.mu.Unlock()
+		start := time.Now()
+		resp, err := c.next.RoundTrip(req)
+		c.mu.Lock()
+		c.took[method] += time.Since(start)
+		c.mu.Unlock()
+		return resp, err
 	}
 	return c.next.RoundTrip(req)
 }
@@ -48,7 +60,7 @@ func (c *rpcCalls) reset() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.count, c.posts = map[string]int{}, 0
+	c.count, c.took, c.posts = map[string]int{}, map[string]time.Duration{}, 0
 }
 
 // print lists the calls per method, and per unit of work (n of them).
@@ -65,6 +77,7 @@ func (c *rpcCalls) print(n int) {
 	sort.Strings(methods)
 	fmt.Printf("  json-rpc: %d HTTP requests (%.2f per send)\n", c.posts, float64(c.posts)/float64(n))
 	for _, m := range methods {
-		fmt.Printf("    %-28s %6d  %.2f per send\n", m, c.count[m], float64(c.count[m])/float64(n))
+		fmt.Printf("    %-28s %6d  %.2f per send  %6.1f ms each\n", m, c.count[m], float64(c.count[m])/float64(n),
+			float64(c.took[m].Microseconds())/1000/float64(max(c.count[m], 1)))
 	}
 }

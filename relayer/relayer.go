@@ -322,14 +322,22 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 	if !req.Deadline.IsZero() {
 		n.ExpiresAt = &req.Deadline
 	}
+	// The job goes in first so the row is inserted with its driver (one
+	// statement fewer per send); a duplicate takes its job out again.
+	job, err := r.river.InsertTx(ctx, tx, SendArgs{TxID: n.TxID}, r.insertOpts())
+	if err != nil {
+		return nil, false, fmt.Errorf("relayer: enqueue send job for %s: %w", req.ExternalID, err)
+	}
+	n.JobID = job.Job.ID
 	row, created, err := store.QueueRelayerTx(ctx, tx, n)
 	if err != nil {
 		return nil, false, err
 	}
-	if created {
-		if err := r.startJob(ctx, tx, row.TxID); err != nil {
-			return nil, false, err
+	if !created {
+		if _, err := r.river.JobDeleteTx(ctx, tx, job.Job.ID); err != nil {
+			return nil, false, fmt.Errorf("relayer: drop the job of duplicate send %s: %w", req.ExternalID, err)
 		}
+	} else {
 		r.fault("relayer.after-queue")
 	}
 	t, err := fromRow(row)

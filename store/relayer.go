@@ -147,6 +147,9 @@ type NewRelayerTx struct {
 	Confirmations int
 	DryRun        bool
 	ExpiresAt     *time.Time
+	// JobID is the River job that drives the send (see SetRelayerTxJob);
+	// 0: none yet.
+	JobID int64
 }
 
 // QueueRelayerTx inserts a send with INSERT … ON CONFLICT (external_id) DO
@@ -164,12 +167,12 @@ func QueueRelayerTx(ctx context.Context, q DBTX, n NewRelayerTx) (*RelayerTx, bo
 	t, err := scanRelayerTx(q.QueryRow(ctx, `
 		INSERT INTO relayer.transactions
 			(tx_id, external_id, wallet, chain_id, from_address, to_address, value, data, gas_limit, fee_cap,
-			 confirmations, dry_run, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11, $12, $13)
+			 confirmations, dry_run, expires_at, job_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11, $12, $13, NULLIF($14, 0))
 		ON CONFLICT (external_id) DO NOTHING
 		RETURNING `+relayerTxColumns,
 		n.TxID, n.ExternalID, n.Wallet, n.ChainID, n.From, n.To, numeric(value), data, n.GasLimit, numeric(n.FeeCap),
-		n.Confirmations, n.DryRun, n.ExpiresAt))
+		n.Confirmations, n.DryRun, n.ExpiresAt, n.JobID))
 	if err == nil {
 		return t, true, nil
 	}
