@@ -324,7 +324,7 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 	}
 	// The job goes in first so the row is inserted with its driver (one
 	// statement fewer per send); a duplicate takes its job out again.
-	job, err := r.river.InsertTx(ctx, tx, SendArgs{TxID: n.TxID}, r.insertOpts())
+	job, err := r.river.InsertTx(ctx, tx, SendArgs{TxID: n.TxID, Queued: queuedOf(n)}, r.insertOpts())
 	if err != nil {
 		return nil, false, fmt.Errorf("relayer: enqueue send job for %s: %w", req.ExternalID, err)
 	}

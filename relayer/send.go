@@ -28,6 +28,81 @@ const jobTimeout = 30 * time.Second
 // so one job lives for the whole wait and a snooze uses no attempts.
 type SendArgs struct {
 	TxID uuid.UUID `json:"tx_id"`
+	// Queued is the send as QueueTx recorded it (nil for the jobs Recover
+	// starts), so the job's very first run can go to AssignNonce without
+	// reading the send first; see broadcastQueued.
+	Queued *queuedSend `json:"queued,omitempty"`
+}
+
+// queuedSend is what a send's first broadcast needs of its row, none of
+// which changes before the send has a nonce. Sends with a deadline or dry
+// runs carry none: their first run reads the row.
+type queuedSend struct {
+	ExternalID    string         `json:"external_id"`
+	Wallet        string         `json:"wallet"`
+	ChainID       int64          `json:"chain_id"`
+	From          common.Address `json:"from"`
+	To            common.Address `json:"to"`
+	Value         string         `json:"value"`
+	Data          []byte         `json:"data,omitempty"`
+	GasLimit      *int64         `json:"gas_limit,omitempty"`
+	FeeCap        string         `json:"fee_cap,omitempty"`
+	Confirmations int            `json:"confirmations,omitempty"`
+}
+
+func queuedOf(n store.NewRelayerTx) *queuedSend {
+	if n.DryRun || n.ExpiresAt != nil {
+		return nil
+	}
+	q := &queuedSend{ExternalID: n.ExternalID, Wallet: n.Wallet, ChainID: n.ChainID, From: common.HexToAddress(n.From),
+		To: common.HexToAddress(n.To), Value: "0", Data: n.Data, GasLimit: n.GasLimit, Confirmations: n.Confirmations}
+	if n.Value != nil {
+		q.Value = n.Value.String()
+	}
+	if n.FeeCap != nil {
+		q.FeeCap = n.FeeCap.String()
+	}
+	return q
+}
+
+// row is the send as it stands before its first broadcast.
+func (q *queuedSend) row(txID uuid.UUID, jobID int64) (*store.RelayerTx, bool) {
+	value, ok := new(big.Int).SetString(q.Value, 10)
+	if !ok {
+		return nil, false
+	}
+	row := &store.RelayerTx{TxID: txID, ExternalID: q.ExternalID, Wallet: q.Wallet, ChainID: q.ChainID,
+		From: q.From.Hex(), To: q.To.Hex(), Value: value, Data: q.Data, GasLimit: q.GasLimit,
+		Status: store.RelayerPending, Confirmations: q.Confirmations, JobID: &jobID}
+	if q.FeeCap != "" {
+		if row.FeeCap, ok = new(big.Int).SetString(q.FeeCap, 10); !ok {
+			return nil, false
+		}
+	}
+	return row, true
+}
+
+// broadcastQueued is a send job's very first run (River has fetched it
+// once; every retry, rescue or snooze fetches it again): it simulates the
+// send from the job's arguments and goes straight to AssignNonce, which
+// itself checks that the send is still this job's, has no nonce and is not
+// cancelled. It reports false, having changed nothing, for anything but the
+// plain way (a simulation that fails or cannot be had, an unknown wallet):
+// the ordinary run then reads the send and settles it.
+func (r *Relayer) broadcastQueued(ctx context.Context, job *river.Job[SendArgs], q *queuedSend) (bool, error) {
+	row, ok := q.row(job.Args.TxID, job.ID)
+	if !ok {
+		return false, nil
+	}
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		return false, nil
+	}
+	sim, err := estimate(ctx, b, callMsg(row))
+	if err != nil || sim.Failed() {
+		return false, nil
+	}
+	return true, r.assignSend(ctx, job, w, b, row, sim)
 }
 
 // Kind is the River job kind.
@@ -54,6 +129,11 @@ func (w *sendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 // work moves a send one step: the broadcast while it has no nonce, else one
 // monitor poll.
 func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
+	if q := job.Args.Queued; q != nil && len(job.AttemptedBy) == 1 {
+		if done, err := r.broadcastQueued(ctx, job, q); done {
+			return err
+		}
+	}
 	row, err := r.owned(ctx, job.Args.TxID, job.ID)
 	if err != nil || row == nil {
 		return err
@@ -108,6 +188,13 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 		r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
 		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
 	}
+	return r.assignSend(ctx, job, w, b, row, sim)
+}
+
+// assignSend takes a send that passed its simulation to its first
+// broadcast: quote fees, reserve a nonce (persisted before signing), sign,
+// record the bytes, send, and look for the receipt.
+func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, sim *Simulation) error {
 	gasLimit := sim.GasEstimate + sim.GasEstimate/5
 	if row.GasLimit != nil {
 		gasLimit = uint64(*row.GasLimit)
