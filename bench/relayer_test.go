@@ -85,7 +85,7 @@ func relayerSendRate(b *testing.B) float64 {
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if calls != nil {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: wallets, Logger: logger,
 		Networks: map[uint64]relayer.Backend{anviltest.ChainID: network}, PollInterval: 20 * time.Millisecond})

@@ -259,13 +259,14 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 }
 
 // landedNowFor bounds how long the broadcast's run waits for its receipt
-// (at most the poll interval), and landedNowPause is its first pause
-// between looks, doubled each time. A node that mines at once (a dev
-// chain) answers a few milliseconds after it accepts; on a chain with
-// blocks seconds apart this costs two or three receipt calls per send.
+// (at most the poll interval), and landedNowPause is the pause before its
+// first look, doubled before each next one. A node that mines at once (a
+// dev chain) has the receipt a few milliseconds after it accepts; on a
+// chain with blocks seconds apart this costs two or three receipt calls
+// per send.
 const (
 	landedNowFor   = 30 * time.Millisecond
-	landedNowPause = 2 * time.Millisecond
+	landedNowPause = 3 * time.Millisecond
 )
 
 // landedNow looks for the receipt of a send the node just accepted, in the
@@ -278,10 +279,15 @@ const (
 func (r *Relayer) landedNow(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) *landing {
 	bc := store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: "send", Nonce: *row.Nonce,
 		Gas: rowFees(row).row()}
-	wait := time.NewTimer(0)
-	defer wait.Stop()
 	deadline := time.Now().Add(min(r.cfg.PollInterval, landedNowFor))
-	for pause := landedNowPause; ; pause *= 2 {
+	wait := time.NewTimer(landedNowPause)
+	defer wait.Stop()
+	for pause := landedNowPause; ; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wait.C:
+		}
 		l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
 		if err != nil {
 			return nil
@@ -290,15 +296,10 @@ func (r *Relayer) landedNow(ctx context.Context, b Backend, row *store.RelayerTx
 			l.unrecorded = true
 			return l
 		}
-		if time.Now().Add(pause).After(deadline) {
+		if pause *= 2; time.Now().Add(pause).After(deadline) {
 			return nil
 		}
 		wait.Reset(pause)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wait.C:
-		}
 	}
 }
 
