@@ -113,8 +113,9 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote          // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time // see chainPending
+	quotes map[uint64]quote            // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time   // see chainPending
+	asking map[walletChain]*pendingAsk // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -124,7 +125,8 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{}}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
+		asking: map[walletChain]*pendingAsk{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
