@@ -217,9 +217,6 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 	if err != nil {
 		return err
 	}
-	if assigned != nil {
-		r.trusted(w.Address(), chainID, asked)
-	}
 	if assigned == nil {
 		// Cancelled meanwhile (a cancel refuses the nonce), or no longer
 		// this job's: the next look settles which.
@@ -231,6 +228,7 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 		}
 		return river.JobSnooze(r.cfg.PollInterval)
 	}
+	r.trusted(w.Address(), chainID, asked)
 	row = assigned
 	r.fault("relayer.after-nonce")
 	// A nonce this fresh has no bytes recorded for it yet.
