@@ -118,6 +118,9 @@ type landing struct {
 	bc   store.RelayerBroadcast
 	rc   *types.Receipt
 	head uint64
+	// unrecorded: the node accepted bc in this run and that is not written
+	// yet; the write that settles the send records it too.
+	unrecorded bool
 }
 
 // landed looks for a receipt of any broadcast, newest first, and keeps it
@@ -232,6 +235,11 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 	// A receipt is one confirmation; more need the blocks on top of it.
 	if need := uint64(max(row.Confirmations, 1)); need > 1 {
 		if l.head+1 < rc.BlockNumber.Uint64()+need {
+			if l.unrecorded {
+				if err := store.MarkBroadcastSent(ctx, r.cfg.Pool, row.TxID, job.ID, bc.Hash); err != nil {
+					return err
+				}
+			}
 			if !journaled {
 				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
 					return err
@@ -241,6 +249,9 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 		}
 	}
 	f := store.RelayerFinal{Receipt: &rec}
+	if l.unrecorded {
+		f.Sent = bc.Hash
+	}
 	switch {
 	case bc.Kind == "cancel" && row.CancelRequestedAt != nil:
 		f.Status = store.RelayerCancelled
@@ -356,6 +367,7 @@ func (r *Relayer) nonceTaken(ctx context.Context, job *river.Job[SendArgs], w *W
 // it there. Its bytes at the old nonce can never be mined once that nonce
 // is someone else's, so this is still one transaction.
 func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, why string) error {
+	r.distrust(w.Address(), uint64(row.ChainID))
 	pending, err := b.PendingNonceAt(ctx, w.Address())
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))

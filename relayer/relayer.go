@@ -113,7 +113,9 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote // fee quotes by chain id, reused for marketTTL
+	quotes map[uint64]quote            // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time   // see chainPending
+	asking map[walletChain]*pendingAsk // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -123,7 +125,8 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
+		asking: map[walletChain]*pendingAsk{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -321,14 +324,22 @@ func (r *Relayer) QueueTx(ctx context.Context, tx pgx.Tx, req Request) (*Transac
 	if !req.Deadline.IsZero() {
 		n.ExpiresAt = &req.Deadline
 	}
+	// The job goes in first so the row is inserted with its driver (one
+	// statement fewer per send); a duplicate takes its job out again.
+	job, err := r.river.InsertTx(ctx, tx, SendArgs{TxID: n.TxID, Queued: queuedOf(n)}, r.insertOpts())
+	if err != nil {
+		return nil, false, fmt.Errorf("relayer: enqueue send job for %s: %w", req.ExternalID, err)
+	}
+	n.JobID = job.Job.ID
 	row, created, err := store.QueueRelayerTx(ctx, tx, n)
 	if err != nil {
 		return nil, false, err
 	}
-	if created {
-		if err := r.startJob(ctx, tx, row.TxID); err != nil {
-			return nil, false, err
+	if !created {
+		if _, err := r.river.JobDeleteTx(ctx, tx, job.Job.ID); err != nil {
+			return nil, false, fmt.Errorf("relayer: drop the job of duplicate send %s: %w", req.ExternalID, err)
 		}
+	} else {
 		r.fault("relayer.after-queue")
 	}
 	t, err := fromRow(row)

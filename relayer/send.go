@@ -28,6 +28,81 @@ const jobTimeout = 30 * time.Second
 // so one job lives for the whole wait and a snooze uses no attempts.
 type SendArgs struct {
 	TxID uuid.UUID `json:"tx_id"`
+	// Queued is the send as QueueTx recorded it (nil for the jobs Recover
+	// starts), so the job's very first run can go to AssignNonce without
+	// reading the send first; see broadcastQueued.
+	Queued *queuedSend `json:"queued,omitempty"`
+}
+
+// queuedSend is what a send's first broadcast needs of its row, none of
+// which changes before the send has a nonce. Sends with a deadline or dry
+// runs carry none: their first run reads the row.
+type queuedSend struct {
+	ExternalID    string         `json:"external_id"`
+	Wallet        string         `json:"wallet"`
+	ChainID       int64          `json:"chain_id"`
+	From          common.Address `json:"from"`
+	To            common.Address `json:"to"`
+	Value         string         `json:"value"`
+	Data          []byte         `json:"data,omitempty"`
+	GasLimit      *int64         `json:"gas_limit,omitempty"`
+	FeeCap        string         `json:"fee_cap,omitempty"`
+	Confirmations int            `json:"confirmations,omitempty"`
+}
+
+func queuedOf(n store.NewRelayerTx) *queuedSend {
+	if n.DryRun || n.ExpiresAt != nil {
+		return nil
+	}
+	q := &queuedSend{ExternalID: n.ExternalID, Wallet: n.Wallet, ChainID: n.ChainID, From: common.HexToAddress(n.From),
+		To: common.HexToAddress(n.To), Value: "0", Data: n.Data, GasLimit: n.GasLimit, Confirmations: n.Confirmations}
+	if n.Value != nil {
+		q.Value = n.Value.String()
+	}
+	if n.FeeCap != nil {
+		q.FeeCap = n.FeeCap.String()
+	}
+	return q
+}
+
+// row is the send as it stands before its first broadcast.
+func (q *queuedSend) row(txID uuid.UUID, jobID int64) (*store.RelayerTx, bool) {
+	value, ok := new(big.Int).SetString(q.Value, 10)
+	if !ok {
+		return nil, false
+	}
+	row := &store.RelayerTx{TxID: txID, ExternalID: q.ExternalID, Wallet: q.Wallet, ChainID: q.ChainID,
+		From: q.From.Hex(), To: q.To.Hex(), Value: value, Data: q.Data, GasLimit: q.GasLimit,
+		Status: store.RelayerPending, Confirmations: q.Confirmations, JobID: &jobID}
+	if q.FeeCap != "" {
+		if row.FeeCap, ok = new(big.Int).SetString(q.FeeCap, 10); !ok {
+			return nil, false
+		}
+	}
+	return row, true
+}
+
+// broadcastQueued is a send job's very first run (River has fetched it
+// once; every retry, rescue or snooze fetches it again): it simulates the
+// send from the job's arguments and goes straight to AssignNonce, which
+// itself checks that the send is still this job's, has no nonce and is not
+// cancelled. It reports false, having changed nothing, for anything but the
+// plain way (a simulation that fails or cannot be had, an unknown wallet):
+// the ordinary run then reads the send and settles it.
+func (r *Relayer) broadcastQueued(ctx context.Context, job *river.Job[SendArgs], q *queuedSend) (bool, error) {
+	row, ok := q.row(job.Args.TxID, job.ID)
+	if !ok {
+		return false, nil
+	}
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		return false, nil
+	}
+	sim, err := estimate(ctx, b, callMsg(row))
+	if err != nil || sim.Failed() {
+		return false, nil
+	}
+	return true, r.assignSend(ctx, job, w, b, row, sim)
 }
 
 // Kind is the River job kind.
@@ -54,6 +129,11 @@ func (w *sendWorker) Work(ctx context.Context, job *river.Job[SendArgs]) error {
 // work moves a send one step: the broadcast while it has no nonce, else one
 // monitor poll.
 func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
+	if q := job.Args.Queued; q != nil && len(job.AttemptedBy) == 1 {
+		if done, err := r.broadcastQueued(ctx, job, q); done {
+			return err
+		}
+	}
 	row, err := r.owned(ctx, job.Args.TxID, job.ID)
 	if err != nil || row == nil {
 		return err
@@ -108,6 +188,13 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 		r.log.Info("send fails simulation; nothing sent", "external_id", row.ExternalID, "reason", sim.Reason())
 		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerFailed, Error: sim.Reason(), Simulation: simJSON})
 	}
+	return r.assignSend(ctx, job, w, b, row, sim)
+}
+
+// assignSend takes a send that passed its simulation to its first
+// broadcast: quote fees, reserve a nonce (persisted before signing), sign,
+// record the bytes, send, and look for the receipt.
+func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, sim *Simulation) error {
 	gasLimit := sim.GasEstimate + sim.GasEstimate/5
 	if row.GasLimit != nil {
 		gasLimit = uint64(*row.GasLimit)
@@ -120,9 +207,10 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if limit == nil {
 		limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
 	}
-	pending, err := b.PendingNonceAt(ctx, w.Address())
+	chainID := uint64(row.ChainID)
+	pending, asked, err := r.chainPending(ctx, b, w.Address(), chainID)
 	if err != nil {
-		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("pending nonce: %w", err))
+		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	r.fault("relayer.before-nonce")
 	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit)
@@ -140,6 +228,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 		}
 		return river.JobSnooze(r.cfg.PollInterval)
 	}
+	r.trusted(w.Address(), chainID, asked)
 	row = assigned
 	r.fault("relayer.after-nonce")
 	// A nonce this fresh has no bytes recorded for it yet.
@@ -150,13 +239,66 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	r.fault("relayer.before-send")
 	class, sendErr := r.send(ctx, b, signed)
 	r.fault("relayer.after-send")
+	if class == sendNonceTooLow || class == sendUnderpriced {
+		r.distrust(w.Address(), chainID)
+	}
 	if class.permanent() {
 		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
+	}
+	if class == sendOK || class == sendKnown {
+		if l := r.landedNow(ctx, b, row, signed); l != nil {
+			return r.mined(ctx, job, row, l)
+		}
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// landedNowFor bounds how long the broadcast's run waits for its receipt
+// (at most the poll interval), and landedNowPause is the pause before its
+// first look, doubled before each next one. A node that mines at once (a
+// dev chain) has the receipt a few milliseconds after it accepts; on a
+// chain with blocks seconds apart this costs two or three receipt calls
+// per send.
+const (
+	landedNowFor   = 30 * time.Millisecond
+	landedNowPause = 3 * time.Millisecond
+)
+
+// landedNow looks for the receipt of a send the node just accepted, in the
+// same run: on a chain that mines at once (a dev chain, automine) it is
+// there already, and the send finishes without a second run. The broadcast
+// just signed is the only one of the send (its nonce was fresh), so this is
+// the monitor's receipt check, canonical block included, on that one
+// broadcast. It returns nil when there is no receipt yet (or no answer):
+// the next poll looks again, as it would have.
+func (r *Relayer) landedNow(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) *landing {
+	bc := store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: "send", Nonce: *row.Nonce,
+		Gas: rowFees(row).row()}
+	deadline := time.Now().Add(min(r.cfg.PollInterval, landedNowFor))
+	wait := time.NewTimer(landedNowPause)
+	defer wait.Stop()
+	for pause := landedNowPause; ; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wait.C:
+		}
+		l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
+		if err != nil {
+			return nil
+		}
+		if l != nil {
+			l.unrecorded = true
+			return l
+		}
+		if pause *= 2; time.Now().Add(pause).After(deadline) {
+			return nil
+		}
+		wait.Reset(pause)
+	}
 }
 
 func callMsg(row *store.RelayerTx) ethereum.CallMsg {

@@ -147,6 +147,9 @@ type NewRelayerTx struct {
 	Confirmations int
 	DryRun        bool
 	ExpiresAt     *time.Time
+	// JobID is the River job that drives the send (see SetRelayerTxJob);
+	// 0: none yet.
+	JobID int64
 }
 
 // QueueRelayerTx inserts a send with INSERT … ON CONFLICT (external_id) DO
@@ -164,12 +167,12 @@ func QueueRelayerTx(ctx context.Context, q DBTX, n NewRelayerTx) (*RelayerTx, bo
 	t, err := scanRelayerTx(q.QueryRow(ctx, `
 		INSERT INTO relayer.transactions
 			(tx_id, external_id, wallet, chain_id, from_address, to_address, value, data, gas_limit, fee_cap,
-			 confirmations, dry_run, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11, $12, $13)
+			 confirmations, dry_run, expires_at, job_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::numeric, $8, $9, $10::numeric, $11, $12, $13, NULLIF($14, 0))
 		ON CONFLICT (external_id) DO NOTHING
 		RETURNING `+relayerTxColumns,
 		n.TxID, n.ExternalID, n.Wallet, n.ChainID, n.From, n.To, numeric(value), data, n.GasLimit, numeric(n.FeeCap),
-		n.Confirmations, n.DryRun, n.ExpiresAt))
+		n.Confirmations, n.DryRun, n.ExpiresAt, n.JobID))
 	if err == nil {
 		return t, true, nil
 	}
@@ -525,6 +528,9 @@ type RelayerFinal struct {
 	Error      string // empty: keep NULL
 	Simulation []byte // JSON, for dry runs and simulation failures
 	Receipt    *RelayerReceipt
+	// Sent is the hash of a broadcast the node accepted that is not
+	// recorded as sent yet (see MarkBroadcastSent); empty: none.
+	Sent string
 	// ReleaseNonce gives the send's nonce back when the node never took
 	// the send: if no later nonce was handed out, the next send reuses it;
 	// otherwise the hole is left for the gap filler.
@@ -545,14 +551,21 @@ func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64
 	if r := f.Receipt; r != nil {
 		hash, blockHash, block, gasUsed, status = &r.Hash, &r.BlockHash, &r.Block, &r.GasUsed, &r.Status
 	}
+	var sent *string
+	if f.Sent != "" {
+		sent = &f.Sent
+	}
 	t, err := scanRelayerTx(tx.QueryRow(ctx, `
+		WITH sent AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $11 AND tx_id = $1)
 		UPDATE relayer.transactions SET status = $3, error = $4, simulation = COALESCE($5, simulation),
 			tx_hash = COALESCE($6, tx_hash), mined_block = COALESCE($7, mined_block),
 			mined_block_hash = COALESCE($8, mined_block_hash), receipt_status = COALESCE($9, receipt_status),
-			gas_used = COALESCE($10, gas_used), finished_at = now(), updated_at = now(), checked_at = now()
+			gas_used = COALESCE($10, gas_used),
+			broadcast_at = CASE WHEN $11::text IS NULL THEN broadcast_at ELSE COALESCE(broadcast_at, now()) END,
+			finished_at = now(), updated_at = now(), checked_at = now()
 		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
 		RETURNING `+relayerTxColumns,
-		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed))
+		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed, sent))
 	if errors.Is(err, ErrRelayerTxNotFound) {
 		return nil, nil
 	}
