@@ -126,14 +126,18 @@ workflows:
 		_, err := e.ClaimTx(ctx, tx, claims)
 		return err
 	}))
+	var cpu *cpuMeter
 	if trace != nil {
 		trace.reset()
+		cpu = startCPU(ctx, pool)
 	}
 	start := time.Now()
 	require.NoError(b, e.Start(ctx))
 	defer e.Stop(ctx)
 	waitCount(b, pool, fmt.Sprintf(`SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = '%s' AND status = 'completed'`, name), benchRuns)
-	return float64(3*benchRuns) / time.Since(start).Seconds()
+	rate := float64(3*benchRuns) / time.Since(start).Seconds()
+	printCPU("engine", cpu, 3*benchRuns)
+	return rate
 }
 
 type chainArgs struct {
@@ -178,7 +182,9 @@ func (w *chainWorker) Work(ctx context.Context, job *river.Job[chainArgs]) error
 
 func riverChainRate(b *testing.B, url string) float64 {
 	ctx := context.Background()
-	pool := benchPool(b)
+	trace := &stmtTimes{}
+	defer trace.print("river chain steps")
+	pool := tracedPool(b, trace)
 	_, err := pool.Exec(ctx, `CREATE TABLE bench_steps (chain uuid, step int, PRIMARY KEY (chain, step))`)
 	require.NoError(b, err)
 	workers := river.NewWorkers()
@@ -196,11 +202,26 @@ func riverChainRate(b *testing.B, url string) float64 {
 	}
 	_, err = client.InsertMany(ctx, params)
 	require.NoError(b, err)
+	trace.reset()
+	cpu := startCPU(ctx, pool)
 	start := time.Now()
 	require.NoError(b, client.Start(ctx))
 	defer client.Stop(ctx)
 	waitCount(b, pool, `SELECT count(*) FROM bench_steps`, 3*benchRuns)
-	return float64(3*benchRuns) / time.Since(start).Seconds()
+	rate := float64(3*benchRuns) / time.Since(start).Seconds()
+	printCPU("river chain", cpu, 3*benchRuns)
+	return rate
+}
+
+// printCPU prints the CPU a round cost per step, in this process (workers,
+// River, pgx) and in Postgres.
+func printCPU(what string, cpu *cpuMeter, steps int) {
+	if cpu == nil {
+		return
+	}
+	g, p := cpu.perUnit(steps)
+	fmt.Printf("  %s CPU per step: this process %.2f ms, postgres %.2f ms\n", what,
+		float64(g.Microseconds())/1000, float64(p.Microseconds())/1000)
 }
 
 func waitCount(b *testing.B, pool *pgxpool.Pool, query string, want int) {

@@ -64,8 +64,10 @@ func (j Journal) runSQL() string {
 // in one round trip: what a step job reads before its effect.
 func LoadJournal(ctx context.Context, db Batcher, j Journal, id uuid.UUID) (*Run, []*StepRun, error) {
 	b := &pgx.Batch{}
-	b.Queue(j.runSQL(), id)
-	b.Queue(`SELECT `+stepColumns+` FROM `+j.steps()+` WHERE run_id = $1 ORDER BY created_at, step_key`, id)
+	// Ids go in as bytes: pgx would encode a uuid.UUID through its
+	// driver.Valuer (a string, parsed back) after a failed plan.
+	b.Queue(j.runSQL(), [16]byte(id))
+	b.Queue(`SELECT `+stepColumns+` FROM `+j.steps()+` WHERE run_id = $1 ORDER BY created_at, step_key`, [16]byte(id))
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	run, err := scanRun(br.QueryRow())

@@ -37,7 +37,7 @@ func (w *Writes) SettleStep(runID uuid.UUID, key string, attempt int, o StepOutc
 	if o.NextAttempt {
 		bump = 1
 	}
-	w.batch.Queue(`UPDATE `+w.Journal.steps()+settleStepSQL, runID, key, attempt, o.Status, jsonText(o.Output), o.Error, bump, o.StartedAt, o.WakeAt)
+	w.batch.Queue(`UPDATE `+w.Journal.steps()+settleStepSQL, [16]byte(runID), key, attempt, o.Status, jsonText(o.Output), o.Error, bump, o.StartedAt, o.WakeAt)
 	w.fenced(fmt.Sprintf("settle step %s of run %s", key, runID))
 }
 
@@ -47,7 +47,7 @@ func (w *Writes) SetStepOutput(runID uuid.UUID, key string, status StepStatus, o
 	w.batch.Queue(`
 		UPDATE `+w.Journal.steps()+` SET status = $3, output = $4::jsonb,
 			finished_at = CASE WHEN $3 IN ('completed', 'failed') THEN now() END
-		WHERE run_id = $1 AND step_key = $2`, runID, key, status, jsonText(output))
+		WHERE run_id = $1 AND step_key = $2`, [16]byte(runID), key, status, jsonText(output))
 	w.exec(fmt.Sprintf("update step %s of run %s", key, runID))
 }
 
@@ -56,11 +56,15 @@ func (w *Writes) SetStepOutput(runID uuid.UUID, key string, status StepStatus, o
 // created holds the rows that were new, so a replayed advance enqueues
 // nothing twice.
 func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
-	if len(steps) == 0 {
+	switch len(steps) {
+	case 0:
+		return
+	case 1:
+		w.insertStep(steps[0], created)
 		return
 	}
 	n := len(steps)
-	runIDs := make([]uuid.UUID, n)
+	runIDs := make([][16]byte, n)
 	keys, ids, kinds, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
 	wakes := make([]*time.Time, n)
@@ -90,6 +94,28 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 	})
 }
 
+// insertStep is InsertSteps of one row (a step's one successor, the
+// common case) without the arrays: encoding and unnesting nine one-element
+// arrays cost more than the row.
+func (w *Writes) insertStep(s NewStep, created map[StepRef]bool) {
+	w.batch.Queue(`
+		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9,
+			CASE WHEN $5 IN ('completed', 'skipped', 'failed') THEN now() END)
+		ON CONFLICT (run_id, step_key) DO NOTHING`,
+		[16]byte(s.RunID), s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt)
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("journal step %s of run %s: %w", s.Key, s.RunID, err)
+		}
+		if tag.RowsAffected() == 1 {
+			created[StepRef{RunID: s.RunID, Key: s.Key}] = true
+		}
+		return nil
+	})
+}
+
 // UpdateRun queues a run's new state, fenced on the run being unfinished
 // and still at attempt.
 func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
@@ -99,7 +125,7 @@ func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
 			updated_at = now(),
 			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
 		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled', 'reincluded')`,
-		id, attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
+		[16]byte(id), attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
 	w.fenced(fmt.Sprintf("update run %s", id))
 }
 
