@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,13 +64,20 @@ func tracedPool(b *testing.B, trace *stmtTimes) *pgxpool.Pool {
 // same HTTP call and one transaction per step (a row, InsertTx of the next
 // job, JobCompleteTx). It prints both rates and their ratio.
 //
-// The two alternate for benchRounds rounds, so machine noise hits both
-// alike; the figures printed are the medians.
+// The two alternate for benchRounds rounds (RFLOW_BENCH_ROUNDS to change
+// it), so machine noise hits both alike; the figures printed are the
+// medians. Each round also prints the CPU a step cost each side, in this
+// process and in Postgres: on a shared machine that is steadier than the
+// rates.
 func BenchmarkEngineVsRiverChain(b *testing.B) {
 	srv := benchServer(b)
 	var engine, chain, ratio []float64
+	rounds := benchRounds
+	if n, err := strconv.Atoi(os.Getenv("RFLOW_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
 	for range b.N {
-		for range benchRounds {
+		for range rounds {
 			c := riverChainRate(b, srv.URL)
 			e := engineStepRate(b, srv.URL)
 			chain, engine, ratio = append(chain, c), append(engine, e), append(ratio, e/c)
