@@ -98,3 +98,4 @@ func procStat(pid int) ([]string, error) {
 	}
 	return strings.Fields(s[i+1:]), nil
 }
+
