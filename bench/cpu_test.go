@@ -98,4 +98,3 @@ func procStat(pid int) ([]string, error) {
 	}
 	return strings.Fields(s[i+1:]), nil
 }
-
