@@ -101,7 +101,9 @@ func median(xs []float64) float64 {
 func engineStepRate(b *testing.B, url string) float64 {
 	trace := &stmtTimes{}
 	defer trace.print("engine steps")
-	return engineStepRateOn(b, tracedPool(b, trace), url, "three", trace)
+	pool := tracedPool(b, trace)
+	defer pool.Close() // a round's connections go with it: rounds are many
+	return engineStepRateOn(b, pool, url, "three", trace)
 }
 
 // engineStepRateOn is engineStepRate on pool's database, with a workflow
@@ -193,6 +195,7 @@ func riverChainRate(b *testing.B, url string) float64 {
 	trace := &stmtTimes{}
 	defer trace.print("river chain steps")
 	pool := tracedPool(b, trace)
+	defer pool.Close()
 	_, err := pool.Exec(ctx, `CREATE TABLE bench_steps (chain uuid, step int, PRIMARY KEY (chain, step))`)
 	require.NoError(b, err)
 	workers := river.NewWorkers()
