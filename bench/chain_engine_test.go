@@ -77,7 +77,7 @@ workflows:
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs`).Scan(&steps); err != nil {
 		b.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE kind = 'rflow.step'`).Scan(&queued); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE kind IN ('rflow.step', 'rflow.step.first')`).Scan(&queued); err != nil {
 		b.Fatal(err)
 	}
 	if steps != total || queued != total {
