@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -242,4 +243,56 @@ func (s *stmtTimes) print(what string) {
 	for _, k := range keys {
 		fmt.Printf("    %8.1f ms  %5d×  %s\n", float64(s.total[k].Microseconds())/1000, s.count[k], k)
 	}
+}
+
+// BenchmarkClaimJobArgs is the River job row of a claim, by its args:
+// batches of 500 first-step jobs inserted as the claim path does
+// (InsertManyFastTx, by COPY), as rflow.step.first (run, step, generation)
+// and, alternating with it on the same database, as rflow.step with all
+// of StepArgs (two keys more in River's GIN index on args). No run or step
+// rows: the job row's own cost.
+func BenchmarkClaimJobArgs(b *testing.B) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, storetest.URL(b))
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	client := insertClient(b, pool)
+	shapes := []struct {
+		name string
+		args func(uuid.UUID) river.JobArgs
+	}{
+		{"rflow.step.first", func(id uuid.UUID) river.JobArgs {
+			return jobs.FirstStepArgs{RunID: id, StepKey: "tell", Generation: 1}
+		}},
+		{"rflow.step", func(id uuid.UUID) river.JobArgs {
+			return jobs.StepArgs{RunID: id, StepKey: "tell", Generation: 1, RunAttempt: 1, Attempt: 1}
+		}},
+	}
+	ms := make([][]float64, len(shapes))
+	for range b.N {
+		for round := range 4 * benchRounds {
+			for k := range shapes {
+				k = (k + round) % len(shapes) // alternate which goes first
+				var d time.Duration
+				for range claimPathRuns / claimPathBatch / 2 {
+					params := make([]river.InsertManyParams, claimPathBatch)
+					for i := range params {
+						params[i] = river.InsertManyParams{Args: shapes[k].args(uuid.Must(uuid.NewV7()))}
+					}
+					require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						start := time.Now()
+						_, err := client.InsertManyFastTx(ctx, tx, params)
+						d += time.Since(start)
+						return err
+					}))
+				}
+				ms[k] = append(ms[k], float64(d.Microseconds())/1000)
+			}
+		}
+	}
+	first, full := median(ms[0]), median(ms[1])
+	b.ReportMetric(first, "first-step-ms/5000")
+	b.ReportMetric(full, "step-ms/5000")
+	fmt.Printf("claim job rows (median of %d rounds, 5,000 jobs each): %s %.0f ms, %s %.0f ms (%.2f)\n",
+		len(ms[0]), shapes[0].name, first, shapes[1].name, full, first/full)
 }
