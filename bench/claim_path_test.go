@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -307,6 +308,7 @@ func BenchmarkClaimJobArgs(b *testing.B) {
 	ms := make([][]float64, len(shapes))
 	wal := make([]int64, len(shapes))
 	cpu := make([]int64, len(shapes))
+	self := make([]time.Duration, len(shapes))
 	for range b.N {
 		for round := range 4 * benchRounds {
 			for k := range shapes {
@@ -324,9 +326,10 @@ func BenchmarkClaimJobArgs(b *testing.B) {
 						}
 						pid := tx.Conn().PgConn().PID()
 						cpu0 := backendCPU(pid)
-						start := time.Now()
+						start, self0 := time.Now(), selfCPU()
 						_, err := client.InsertManyFastTx(ctx, tx, params)
 						d += time.Since(start)
+						self[k] += selfCPU() - self0
 						if err != nil {
 							return err
 						}
@@ -346,8 +349,8 @@ func BenchmarkClaimJobArgs(b *testing.B) {
 	b.ReportMetric(first, "first-step-ms/5000")
 	b.ReportMetric(full, "step-ms/5000")
 	n := float64(len(ms[0]) * claimPathRuns / 2)
-	fmt.Printf("claim job rows (median of %d rounds, 5,000 jobs each): %s %.0f ms, %s %.0f ms (%.2f); WAL per job %.0f and %.0f bytes; backend CPU %d and %d ticks\n",
-		len(ms[0]), shapes[0].name, first, shapes[1].name, full, first/full, float64(wal[0])/n, float64(wal[1])/n, cpu[0], cpu[1])
+	fmt.Printf("claim job rows (median of %d rounds, 5,000 jobs each): %s %.0f ms, %s %.0f ms (%.2f); WAL per job %.0f and %.0f bytes; backend CPU %d and %d ticks; this process's CPU %v and %v\n",
+		len(ms[0]), shapes[0].name, first, shapes[1].name, full, first/full, float64(wal[0])/n, float64(wal[1])/n, cpu[0], cpu[1], self[0].Round(time.Millisecond), self[1].Round(time.Millisecond))
 }
 
 // backendCPU is the user+system CPU time, in clock ticks, that Postgres
@@ -363,4 +366,13 @@ func backendCPU(pid uint32) int64 {
 	fmt.Sscan(f[11], &utime)
 	fmt.Sscan(f[12], &stime)
 	return utime + stime
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
