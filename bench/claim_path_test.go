@@ -8,9 +8,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -53,19 +55,25 @@ func BenchmarkClaimPath(b *testing.B) {
 	client := insertClient(b, pool)
 
 	var engine, gateRate, rawJob, toGate, toRaw []float64
+	// Postgres CPU (clock ticks of the backends that ran the batches):
+	// unlike the rates, machine load barely moves it.
+	var cpuGate, cpuRaw, cpuEngine int64
 	round := 0
 	for range b.N {
 		for range benchRounds {
 			round++
-			g := claimRate(b, pool, claimsFor("raw", round), func(tx pgx.Tx, c []store.Claim) error {
+			g := claimRateCPU(b, pool, claimsFor("raw", round), func(tx pgx.Tx, c []store.Claim) error {
 				_, err := store.ClaimRuns(ctx, tx, c)
 				return err
-			})
-			r := claimRate(b, pool, claimsFor("rawjob", round), func(tx pgx.Tx, c []store.Claim) error {
+			}, &cpuGate)
+			r := claimRateCPU(b, pool, claimsFor("rawjob", round), func(tx pgx.Tx, c []store.Claim) error {
 				return runAndJobRows(ctx, client, tx, c)
-			})
+			}, &cpuRaw)
 			trace.reset()
-			en := engineClaimRate(b, pool, e, "claim", round)
+			en := claimRateCPU(b, pool, claimsFor("claim", round), func(tx pgx.Tx, c []store.Claim) error {
+				_, err := e.ClaimTx(ctx, tx, c)
+				return err
+			}, &cpuEngine)
 			trace.print("engine claim path")
 			gateRate, rawJob, engine = append(gateRate, g), append(rawJob, r), append(engine, en)
 			toGate, toRaw = append(toGate, en/g), append(toRaw, en/r)
@@ -83,6 +91,10 @@ func BenchmarkClaimPath(b *testing.B) {
 	b.ReportMetric(rr, "engine/run+job")
 	fmt.Printf("claim path: engine %.0f claims/s  run+job rows %.0f/s  bare gate %.0f/s  engine/gate %.2f  engine/run+job %.2f (median ratios)\n",
 		en, r, g, rg, rr)
+	if cpuEngine > 0 {
+		fmt.Printf("claim path, Postgres CPU: engine %d ticks, run+job rows %d, bare gate %d; gate/engine %.2f, run+job/engine %.2f\n",
+			cpuEngine, cpuRaw, cpuGate, float64(cpuGate)/float64(cpuEngine), float64(cpuRaw)/float64(cpuEngine))
+	}
 	summary.addRatio("claims: engine / bare gate (no node)", en, g, rg, 0.6)
 	summary.addRatio("claims: engine / raw run+job rows (no node)", en, r, rr, 0.5)
 }
@@ -136,12 +148,27 @@ func claimsFor(wf string, round int) []store.Claim {
 }
 
 func claimRate(b *testing.B, pool *pgxpool.Pool, claims []store.Claim, claim func(pgx.Tx, []store.Claim) error) float64 {
+	return claimRateCPU(b, pool, claims, claim, nil)
+}
+
+// claimRateCPU is claimRate, adding to *ticks (when not nil) the CPU time
+// the Postgres backends used for the batches, commits included.
+func claimRateCPU(b *testing.B, pool *pgxpool.Pool, claims []store.Claim, claim func(pgx.Tx, []store.Claim) error, ticks *int64) float64 {
 	ctx := context.Background()
 	start := time.Now()
 	for j := 0; j < len(claims); j += claimPathBatch {
+		var pid uint32
+		var cpu0 int64
 		require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if ticks != nil {
+				pid = tx.Conn().PgConn().PID()
+				cpu0 = backendCPU(pid)
+			}
 			return claim(tx, claims[j:min(j+claimPathBatch, len(claims))])
 		}))
+		if ticks != nil {
+			*ticks += backendCPU(pid) - cpu0
+		}
 	}
 	return float64(len(claims)) / time.Since(start).Seconds()
 }
@@ -180,6 +207,7 @@ type stmtTimes struct {
 	mu    sync.Mutex
 	total map[string]time.Duration
 	count map[string]int
+	cpu   map[string]int64 // the backend's CPU ticks (backendCPU)
 }
 
 type stmtKey struct{}
@@ -187,15 +215,19 @@ type stmtKey struct{}
 type stmtStart struct {
 	sql string
 	at  time.Time
+	pid uint32
+	cpu int64
 }
 
 func (s *stmtTimes) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.total, s.count = map[string]time.Duration{}, map[string]int{}
+	s.total, s.count, s.cpu = map[string]time.Duration{}, map[string]int{}, map[string]int64{}
 }
 
-func (s *stmtTimes) add(sql string, d time.Duration) {
+func (s *stmtTimes) add(st stmtStart) {
+	sql, d := st.sql, time.Since(st.at)
+	cpu := backendCPU(st.pid) - st.cpu
 	f := strings.Fields(sql)
 	sql = strings.Join(f[:min(len(f), 5)], " ")
 	s.mu.Lock()
@@ -205,25 +237,31 @@ func (s *stmtTimes) add(sql string, d time.Duration) {
 	}
 	s.total[sql] += d
 	s.count[sql]++
+	s.cpu[sql] += cpu
 }
 
-func (s *stmtTimes) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	return context.WithValue(ctx, stmtKey{}, stmtStart{d.SQL, time.Now()})
+func (s *stmtTimes) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, stmtKey{}, startStmt(c, d.SQL))
+}
+
+func startStmt(c *pgx.Conn, sql string) stmtStart {
+	pid := c.PgConn().PID()
+	return stmtStart{sql: sql, at: time.Now(), pid: pid, cpu: backendCPU(pid)}
 }
 
 func (s *stmtTimes) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
 	if st, ok := ctx.Value(stmtKey{}).(stmtStart); ok {
-		s.add(st.sql, time.Since(st.at))
+		s.add(st)
 	}
 }
 
-func (s *stmtTimes) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
-	return context.WithValue(ctx, stmtKey{}, stmtStart{"COPY " + d.TableName.Sanitize(), time.Now()})
+func (s *stmtTimes) TraceCopyFromStart(ctx context.Context, c *pgx.Conn, d pgx.TraceCopyFromStartData) context.Context {
+	return context.WithValue(ctx, stmtKey{}, startStmt(c, "COPY "+d.TableName.Sanitize()))
 }
 
 func (s *stmtTimes) TraceCopyFromEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromEndData) {
 	if st, ok := ctx.Value(stmtKey{}).(stmtStart); ok {
-		s.add(st.sql, time.Since(st.at))
+		s.add(st)
 	}
 }
 
@@ -238,8 +276,103 @@ func (s *stmtTimes) print(what string) {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return s.total[keys[i]] > s.total[keys[j]] })
-	fmt.Printf("  %s, time per statement:\n", what)
+	fmt.Printf("  %s, time and Postgres CPU (clock ticks) per statement:\n", what)
 	for _, k := range keys {
-		fmt.Printf("    %8.1f ms  %5d×  %s\n", float64(s.total[k].Microseconds())/1000, s.count[k], k)
+		fmt.Printf("    %8.1f ms  %4d ticks  %5d×  %s\n", float64(s.total[k].Microseconds())/1000, s.cpu[k], s.count[k], k)
 	}
+}
+
+// BenchmarkClaimJobArgs is the River job row of a claim, by its args:
+// batches of 500 first-step jobs inserted as the claim path does
+// (InsertManyFastTx, by COPY), as rflow.step.first (run, step, generation)
+// and, alternating with it on the same database, as rflow.step with all
+// of StepArgs (two keys more in River's GIN index on args). No run or step
+// rows: the job row's own cost.
+func BenchmarkClaimJobArgs(b *testing.B) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, storetest.URL(b))
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
+	client := insertClient(b, pool)
+	shapes := []struct {
+		name string
+		args func(uuid.UUID) river.JobArgs
+	}{
+		{"rflow.step.first", func(id uuid.UUID) river.JobArgs {
+			return jobs.FirstStepArgs{RunID: id, StepKey: "tell", Generation: 1}
+		}},
+		{"rflow.step", func(id uuid.UUID) river.JobArgs {
+			return jobs.StepArgs{RunID: id, StepKey: "tell", Generation: 1, RunAttempt: 1, Attempt: 1}
+		}},
+	}
+	ms := make([][]float64, len(shapes))
+	wal := make([]int64, len(shapes))
+	cpu := make([]int64, len(shapes))
+	self := make([]time.Duration, len(shapes))
+	for range b.N {
+		for round := range 4 * benchRounds {
+			for k := range shapes {
+				k = (k + round) % len(shapes) // alternate which goes first
+				var d time.Duration
+				for range claimPathRuns / claimPathBatch / 2 {
+					params := make([]river.InsertManyParams, claimPathBatch)
+					for i := range params {
+						params[i] = river.InsertManyParams{Args: shapes[k].args(uuid.Must(uuid.NewV7()))}
+					}
+					require.NoError(b, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+						var before, after int64
+						if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&before); err != nil {
+							return err
+						}
+						pid := tx.Conn().PgConn().PID()
+						cpu0 := backendCPU(pid)
+						start, self0 := time.Now(), selfCPU()
+						_, err := client.InsertManyFastTx(ctx, tx, params)
+						d += time.Since(start)
+						self[k] += selfCPU() - self0
+						if err != nil {
+							return err
+						}
+						if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&after); err != nil {
+							return err
+						}
+						wal[k] += after - before
+						cpu[k] += backendCPU(pid) - cpu0
+						return nil
+					}))
+				}
+				ms[k] = append(ms[k], float64(d.Microseconds())/1000)
+			}
+		}
+	}
+	first, full := median(ms[0]), median(ms[1])
+	b.ReportMetric(first, "first-step-ms/5000")
+	b.ReportMetric(full, "step-ms/5000")
+	n := float64(len(ms[0]) * claimPathRuns / 2)
+	fmt.Printf("claim job rows (median of %d rounds, 5,000 jobs each): %s %.0f ms, %s %.0f ms (%.2f); WAL per job %.0f and %.0f bytes; backend CPU %d and %d ticks; this process's CPU %v and %v\n",
+		len(ms[0]), shapes[0].name, first, shapes[1].name, full, first/full, float64(wal[0])/n, float64(wal[1])/n, cpu[0], cpu[1], self[0].Round(time.Millisecond), self[1].Round(time.Millisecond))
+}
+
+// backendCPU is the user+system CPU time, in clock ticks, that Postgres
+// backend pid has used (from /proc; 0 where it cannot be read, as for a
+// server on another machine).
+func backendCPU(pid uint32) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return utime + stime
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

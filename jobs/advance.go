@@ -595,6 +595,9 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 			}
 		}
 	}
+	if fresh {
+		jobs = firstStepJobs(jobs) // first_step.go
+	}
 	if err := e.enqueue(ctx, tx, jobs); err != nil {
 		return false, err
 	}

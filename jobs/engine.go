@@ -185,7 +185,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	middleware = append(middleware, cfg.Middleware...)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &stepWorker{e: e})
+	steps := &stepWorker{e: e}
+	river.AddWorker(workers, steps)
+	river.AddWorker(workers, &firstStepWorker{step: steps})
 	river.AddWorker(workers, &pageWorker{e: e})
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	river.AddWorker(workers, &reorgWorker{e: e})

@@ -250,7 +250,7 @@ func TestRiverUIBehindToken(t *testing.T) {
 		require.Equal(t, "completed", j.State)
 		kinds[j.Kind]++
 	}
-	require.Equal(t, 1, kinds["rflow.step"], "the run's one step job: %s", r.body)
+	require.Equal(t, 1, kinds["rflow.step.first"], "the run's one step job, enqueued with its claim: %s", r.body)
 
 	r = b.get(t, "/riverui/", true)
 	require.Equal(t, http.StatusOK, r.status)

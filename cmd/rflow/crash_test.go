@@ -393,6 +393,6 @@ func TestTwoProcessesShareTheWork(t *testing.T) {
 	}
 	checkExactlyOnce(t, pool, s, runs, 0)
 	var nodes int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(DISTINCT attempted_by[1]) FROM river.river_job WHERE kind = 'rflow.step'`).Scan(&nodes))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(DISTINCT attempted_by[1]) FROM river.river_job WHERE kind IN ('rflow.step', 'rflow.step.first')`).Scan(&nodes))
 	require.Equal(t, 2, nodes, "both processes worked steps")
 }

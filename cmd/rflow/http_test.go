@@ -109,7 +109,7 @@ workflows:
 	// The same listener serves River UI (token) and Prometheus (no token).
 	code, b = get("/riverui/api/jobs?state=completed")
 	require.Equal(t, 200, code, "%s", b)
-	require.Contains(t, string(b), `"kind":"rflow.step"`)
+	require.Contains(t, string(b), `"kind":"rflow.step.first"`, "the webhook run's one step, enqueued with its claim")
 	resp, err = http.Get(base + "/riverui/api/jobs")
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -78,7 +78,7 @@ func rflowRows(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 			// The live process's own maintenance (the ledger cleanup it
 			// schedules on the leader) may add a job meanwhile; every step
 			// job is counted.
-			q += ` WHERE kind = 'rflow.step'`
+			q += ` WHERE kind IN ('rflow.step', 'rflow.step.first')`
 		}
 		var n int64
 		require.NoError(t, pool.QueryRow(ctx, q).Scan(&n))
