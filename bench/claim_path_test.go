@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -351,28 +350,4 @@ func BenchmarkClaimJobArgs(b *testing.B) {
 	n := float64(len(ms[0]) * claimPathRuns / 2)
 	fmt.Printf("claim job rows (median of %d rounds, 5,000 jobs each): %s %.0f ms, %s %.0f ms (%.2f); WAL per job %.0f and %.0f bytes; backend CPU %d and %d ticks; this process's CPU %v and %v\n",
 		len(ms[0]), shapes[0].name, first, shapes[1].name, full, first/full, float64(wal[0])/n, float64(wal[1])/n, cpu[0], cpu[1], self[0].Round(time.Millisecond), self[1].Round(time.Millisecond))
-}
-
-// backendCPU is the user+system CPU time, in clock ticks, that Postgres
-// backend pid has used (from /proc; 0 where it cannot be read, as for a
-// server on another machine).
-func backendCPU(pid uint32) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	var utime, stime int64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
-	return utime + stime
-}
-
-// selfCPU is the CPU time this process has used.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -47,6 +47,7 @@ func (m *cpuMeter) perUnit(units int) (goCPU, pgCPU time.Duration) {
 	return (selfCPU() - m.goStart) / time.Duration(units), (m.clusterCPU() - m.pgStart) / time.Duration(units)
 }
 
+// selfCPU is the CPU time this process has used.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -82,6 +83,19 @@ func (m *cpuMeter) clusterCPU() time.Duration {
 		ticks += sum(f, 11, 12)
 	}
 	return time.Duration(ticks) * tick
+}
+
+// backendCPU is the user+system CPU time, in clock ticks, that Postgres
+// backend pid has used (0 where /proc cannot tell, as for a server on
+// another machine).
+func backendCPU(pid uint32) int64 {
+	f, err := procStat(int(pid))
+	if err != nil || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime
 }
 
 // procStat returns the fields of /proc/pid/stat after the command name:
