@@ -135,6 +135,8 @@ workflows:
 	b.ReportMetric(rawJobs, "run+job-rows/s")
 	fmt.Printf("engine claims/s from the node (run + first step row + job): %.0f  bare gate claims/s: %.0f  ratio: %.2f  "+
 		"raw run+job rows/s: %.0f  ratio: %.2f\n", rate, raw, rate/raw, rawJobs, rate/rawJobs)
-	summary.add("claims from a node: engine / bare gate", rate, raw, 0.6)
+	// Issue 18 sets the 0.6 against the bare gate for the claim path alone
+	// (BenchmarkClaimPath); from a node the target is against the raw rows.
+	summary.add("claims from a node: engine / bare gate", rate, raw, 0)
 	summary.add("claims from a node: engine / raw run+job rows", rate, rawJobs, 0.5)
 }
