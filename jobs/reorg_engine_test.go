@@ -122,6 +122,11 @@ func TestOnReorgStepsRunOnTheRunEngine(t *testing.T) {
 	require.Len(t, recv.got("/flaky"), 2)
 	require.Empty(t, recv.got("/never"))
 	require.JSONEq(t, fmt.Sprintf(`{"fork": 5, "run": %q}`, runID), recv.got("/seen")[0].Body)
+	seen := recv.got("/seen")[0].Header
+	require.Equal(t, runID.String(), seen.Get("X-Rflow-Run-Id"), "a response's request names the run it answers")
+	require.Equal(t, resp.ID.String(), seen.Get("X-Rflow-Reorg-Response"))
+	require.Equal(t, resp.ID.String()+":seen", seen.Get("Idempotency-Key"), "keyed on the response: never a key of the run's own steps")
+	require.Empty(t, recv.got("/act")[0].Header.Get("X-Rflow-Reorg-Response"))
 
 	// The run itself had completed: it keeps its status and journal, and
 	// a failed response does not trip anything on it.

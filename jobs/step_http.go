@@ -24,14 +24,21 @@ const maxResponseBody = 1 << 20
 // doHTTP performs an http_call or a webhook-style notify. Every request
 // carries Idempotency-Key <run_id>:<step_key> (stable across attempts of the
 // step), so a receiver can drop the duplicate that the at-least-once window
-// of a crash between effect and outcome can produce.
-func (e *Engine) doHTTP(ctx context.Context, run *store.Run, row *store.StepRun, s *workflow.Step, env workflow.Env) outcome {
+// of a crash between effect and outcome can produce. A step of an on_reorg
+// response (of is the run it answers) keys on the response's id, so its
+// keys never collide with the run's own steps, and names the run in
+// X-Rflow-Run-Id, as run.id does in its expressions.
+func (e *Engine) doHTTP(ctx context.Context, run, of *store.Run, row *store.StepRun, s *workflow.Step, env workflow.Env) outcome {
 	req, timeout, secret, expect, err := buildRequest(s, env)
 	if err != nil {
 		return outcome{err: err}
 	}
 	req.headers["Idempotency-Key"] = run.ID.String() + ":" + row.Key
 	req.headers["X-Rflow-Run-Id"] = run.ID.String()
+	if of != nil {
+		req.headers["X-Rflow-Run-Id"] = of.ID.String()
+		req.headers["X-Rflow-Reorg-Response"] = run.ID.String()
+	}
 	req.headers["X-Rflow-Step"] = row.Key
 	if r, ok := store.ParseRehearsal(run.Workflow); ok && r.Kind == store.RehearsalReplay {
 		// The receiver can tell a rehearsal from the live workflow.
@@ -244,7 +251,11 @@ func (e *Engine) execHTTP(ctx context.Context, x *attempt) (outcome, error) {
 		return outcome{output: map[string]any{"skipped": true, "reason": "rehearsal: HTTP steps recorded, not requested (--skip-http)"}}, nil
 	}
 	e.faults.Hit(FaultAfterJournal)
-	out := e.doHTTP(ctx, x.run, x.step, x.l.n.step, x.a.env(x.l))
+	var of *store.Run
+	if x.a.origin != nil {
+		of = x.a.origin.run
+	}
+	out := e.doHTTP(ctx, x.run, of, x.step, x.l.n.step, x.a.env(x.l))
 	e.faults.Hit(FaultAfterEffect)
 	return out, nil
 }
