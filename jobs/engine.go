@@ -241,9 +241,13 @@ func NewEngine(cfg Config) (*Engine, error) {
 		JobTimeout:           e.jobTimeout, // step jobs: see stepWorker.Timeout
 		RescueStuckJobsAfter: e.rescueAfter,
 		MaxAttempts:          1000, // the step journal, not River, decides retries
-		Logger:               e.logger.With("component", "river"),
-		PeriodicJobs:         periodic,
-		Middleware:           middleware,
+		// A job of a kind this process has no worker for (one a newer rflow
+		// version added, during a rolling upgrade) stays available for a
+		// process that has one, instead of failing an attempt here.
+		FetchOnlyKnownKinds: true,
+		Logger:              e.logger.With("component", "river"),
+		PeriodicJobs:        periodic,
+		Middleware:          middleware,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/jobs"
@@ -411,4 +412,27 @@ func TestNotifyFormatsAndDelayUntil(t *testing.T) {
 	require.NotNil(t, steps["until"].WakeAt)
 	require.WithinDuration(t, at, *steps["until"].WakeAt, time.Millisecond)
 	require.False(t, steps["until"].FinishedAt.Before(at), "delay finished before its until time")
+}
+
+// TestUnknownJobKindIsLeftForAProcessThatKnowsIt: a job of a kind this
+// version has no worker for (a newer version's, in a rolling upgrade) is
+// never fetched, so it spends no attempt and stays available, while the
+// engine works its own jobs in the same queue.
+func TestUnknownJobKindIsLeftForAProcessThatKnowsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, threeSteps)
+	var future int64
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		INSERT INTO river.river_job (args, kind, max_attempts, queue, state)
+		VALUES ('{}', 'rflow.from_a_newer_version', 25, $1, 'available') RETURNING id`, river.QueueDefault).Scan(&future))
+
+	run := b.waitRun(t, b.manual(t, "three", "k1", nil))
+	require.Equal(t, store.RunCompleted, run.Status)
+
+	var state string
+	var attempt int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state, attempt FROM river.river_job WHERE id = $1`, future).Scan(&state, &attempt))
+	require.Equal(t, "available", state)
+	require.Zero(t, attempt, "never fetched, so no attempt spent")
 }
