@@ -338,10 +338,15 @@ func (e *Engine) sendApproved(ctx context.Context, x *attempt, ext string, ap *s
 // The same decision again is answered with the approval as it is and
 // changes nothing (no second job, no second send); a different decision
 // after the first, or any decision after the expiry, is an
-// *store.ApprovalConflictError. It needs an engine only for its River client.
+// *store.ApprovalConflictError, as is a live engine's decision of a
+// rehearsal's gate (rehearsalGate). It needs an engine only for its River
+// client.
 func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, d store.ApprovalDecision) (*store.Approval, error) {
 	ap, err := store.GetApproval(ctx, tx, id, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.rehearsalGate(ap); err != nil {
 		return nil, err
 	}
 	want := store.ApprovalRejected
@@ -382,4 +387,31 @@ func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 		return nil, fmt.Errorf("approval %s: enqueue the decision: %w", ap.ID, err)
 	}
 	return ap, nil
+}
+
+// rehearsalGate refuses the decision of a gate whose run this engine does
+// not own: a replay's or a test's, decided from a live process (rflow
+// approve, the API, the console). Its next job would go to the
+// rehearsal's own queue or River schema, which only that rehearsal works:
+// once the replay has ended (it ends when its runs park) the job would
+// wait there for good, leaving a decided gate's run parked, or be taken
+// by a later replay of the same session. A rehearsal's gate is one of its
+// findings: it stays pending, the rehearsal settles it by its on_timeout
+// if it still runs at the expiry, and prune removes it.
+func (e *Engine) rehearsalGate(ap *store.Approval) error {
+	r, ok := store.ParseRehearsal(ap.Workflow)
+	if !ok || e.owns(ap.Workflow) {
+		return nil
+	}
+	msg := fmt.Sprintf("approval %s belongs to run %s of %s session %s (workflow %s), and a rehearsal's gate is not decided "+
+		"from a live process: its run's next job would wait in the rehearsal's own queue, which only that %s works",
+		ap.ID, ap.RunID, r.Kind, r.Session, ap.Workflow, r.Kind)
+	switch r.Kind {
+	case store.RehearsalReplay:
+		msg += fmt.Sprintf("; the gate stays pending (the replay settles it by on_timeout if it still runs at %s); "+
+			"remove the session with rflow replay prune --session %s", ap.ExpiresAt.UTC().Format(time.RFC3339), r.Session)
+	default:
+		msg += "; remove what a killed test session left with rflow replay prune --all"
+	}
+	return &store.ApprovalConflictError{Approval: ap, Msg: msg}
 }
