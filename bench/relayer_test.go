@@ -1,17 +1,22 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -69,10 +74,13 @@ func relayerSendRate(b *testing.B) float64 {
 	pool := tracedPool(b, trace)
 	network := relayer.Backend(eth)
 	var calls *rpcCalls
+	var order *sendOrder
 	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
 		calls = &rpcCalls{next: http.DefaultTransport}
 		calls.reset()
-		rc, err := rpc.DialOptions(ctx, node.URL, rpc.WithHTTPClient(&http.Client{Transport: calls}))
+		order = &sendOrder{next: calls, signer: types.LatestSignerForChainID(big.NewInt(anviltest.ChainID)),
+			highest: map[common.Address]uint64{}}
+		rc, err := rpc.DialOptions(ctx, node.URL, rpc.WithHTTPClient(&http.Client{Transport: order}))
 		require.NoError(b, err)
 		b.Cleanup(rc.Close)
 		network = ethclient.NewClient(rc)
@@ -146,6 +154,10 @@ func relayerSendRate(b *testing.B) float64 {
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - broadcast_at))
 		FROM relayer.transactions`).Scan(&toBroadcast, &toFinal))
 	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms\n", toBroadcast*1000, toFinal*1000)
+	if order != nil {
+		order.print()
+		printRuns(b, pool)
+	}
 	bal, err := eth.BalanceAt(ctx, to, nil)
 	require.NoError(b, err)
 	require.Equal(b, int64(relayerSends), bal.Int64(), "each send exactly once")
@@ -223,4 +235,80 @@ func rawSendRate(b *testing.B) float64 {
 		require.NoError(b, <-errs)
 	}
 	return float64(relayerSends) / time.Since(start).Seconds()
+}
+
+// sendOrder is an HTTP transport (RFLOW_BENCH_TRACE) that watches the
+// eth_sendRawTransaction calls going through it: how often a wallet's
+// transaction reaches the node after one of the same wallet at a higher
+// nonce (out of nonce order).
+type sendOrder struct {
+	next    http.RoundTripper
+	signer  types.Signer
+	mu      sync.Mutex
+	highest map[common.Address]uint64
+	sends   int
+	behind  int
+}
+
+func (o *sendOrder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var call struct {
+			Method string
+			Params []string
+		}
+		if json.Unmarshal(body, &call) == nil && call.Method == "eth_sendRawTransaction" && len(call.Params) == 1 {
+			o.note(call.Params[0])
+		}
+	}
+	return o.next.RoundTrip(req)
+}
+
+func (o *sendOrder) note(rawHex string) {
+	raw, err := hexutil.Decode(rawHex)
+	if err != nil {
+		return
+	}
+	tx := new(types.Transaction)
+	if tx.UnmarshalBinary(raw) != nil {
+		return
+	}
+	from, err := types.Sender(o.signer, tx)
+	if err != nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sends++
+	if h, ok := o.highest[from]; ok && tx.Nonce() < h {
+		o.behind++
+	}
+	if h, ok := o.highest[from]; !ok || tx.Nonce() > h {
+		o.highest[from] = tx.Nonce()
+	}
+}
+
+func (o *sendOrder) print() {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Printf("  eth_sendRawTransaction: %d, %d reached the node after a higher nonce of the same wallet\n", o.sends, o.behind)
+}
+
+// printRuns reports how many sends finished in their job's first run (River
+// fetched the job once: no snooze, no retry) and how many needed more.
+func printRuns(b *testing.B, pool *pgxpool.Pool) {
+	var first, later, maxRuns int
+	require.NoError(b, pool.QueryRow(context.Background(), `SELECT
+			count(*) FILTER (WHERE cardinality(attempted_by) = 1),
+			count(*) FILTER (WHERE cardinality(attempted_by) > 1),
+			coalesce(max(cardinality(attempted_by)), 0)
+		FROM river.river_job WHERE kind = 'relayer_send'`).Scan(&first, &later, &maxRuns))
+	fmt.Printf("  relayer_send jobs: %d final in their first run, %d needed more (at most %d runs)\n", first, later, maxRuns)
 }
