@@ -113,9 +113,10 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote            // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time   // see chainPending
-	asking map[walletChain]*pendingAsk // see chainPending
+	quotes map[uint64]quote              // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time     // see chainPending
+	asking map[walletChain]*pendingAsk   // see chainPending
+	turns  map[walletChain]chan struct{} // see turn
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -126,7 +127,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
-		asking: map[walletChain]*pendingAsk{}}
+		asking: map[walletChain]*pendingAsk{}, turns: map[walletChain]chan struct{}{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
