@@ -113,10 +113,9 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote              // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time     // see chainPending
-	asking map[walletChain]*pendingAsk   // see chainPending
-	turns  map[walletChain]chan struct{} // see turn
+	quotes map[uint64]quote            // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time   // see chainPending
+	asking map[walletChain]*pendingAsk // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -127,7 +126,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
-		asking: map[walletChain]*pendingAsk{}, turns: map[walletChain]chan struct{}{}}
+		asking: map[walletChain]*pendingAsk{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

@@ -212,11 +212,12 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	out, err := r.handOut(ctx, job, w, b, row, pending, asked, f.capped(limit), limit)
+	r.fault("relayer.before-nonce")
+	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit)
 	if err != nil {
 		return err
 	}
-	if out == nil {
+	if assigned == nil {
 		// Cancelled meanwhile (a cancel refuses the nonce), or no longer
 		// this job's: the next look settles which.
 		if row, err = r.owned(ctx, row.TxID, job.ID); err != nil || row == nil {
@@ -227,7 +228,17 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 		}
 		return river.JobSnooze(r.cfg.PollInterval)
 	}
-	row, signed, class, sendErr := out.row, out.signed, out.class, out.err
+	r.trusted(w.Address(), chainID, asked)
+	row = assigned
+	r.fault("relayer.after-nonce")
+	// A nonce this fresh has no bytes recorded for it yet.
+	signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
+	if err != nil {
+		return err
+	}
+	r.fault("relayer.before-send")
+	class, sendErr := r.send(ctx, b, signed)
+	r.fault("relayer.after-send")
 	if class == sendNonceTooLow || class == sendUnderpriced {
 		r.distrust(w.Address(), chainID)
 	}
@@ -243,45 +254,6 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
-}
-
-// handOut is the ordered part of a send's first broadcast, taken in the
-// wallet's turn (see turn): reserve a nonce (persisted before signing), sign,
-// record the bytes, send. It returns nil when AssignNonce gave no nonce
-// (cancelled, or no longer this job's send).
-func (r *Relayer) handOut(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx,
-	pending uint64, asked time.Time, f fees, limit *big.Int) (*handedOut, error) {
-	chainID := uint64(row.ChainID)
-	release, err := r.turn(ctx, w.Address(), chainID)
-	if err != nil {
-		return nil, fmt.Errorf("wait for wallet %s's turn to send: %w", w.Address(), err)
-	}
-	defer release()
-	r.fault("relayer.before-nonce")
-	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f, limit)
-	if err != nil || assigned == nil {
-		return nil, err
-	}
-	r.trusted(w.Address(), chainID, asked)
-	r.fault("relayer.after-nonce")
-	// A nonce this fresh has no bytes recorded for it yet.
-	signed, err := r.signRecord(ctx, w, assigned, "send", rowFees(assigned))
-	if err != nil {
-		return nil, err
-	}
-	r.fault("relayer.before-send")
-	class, sendErr := r.send(ctx, b, signed)
-	r.fault("relayer.after-send")
-	return &handedOut{row: assigned, signed: signed, class: class, err: sendErr}, nil
-}
-
-// handedOut is a send with its nonce, the bytes signed for it and the
-// node's answer to them.
-type handedOut struct {
-	row    *store.RelayerTx
-	signed *types.Transaction
-	class  sendClass
-	err    error
 }
 
 // landedNowFor bounds how long the broadcast's run waits for its receipt
