@@ -10,6 +10,8 @@ import (
 	"math/big"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +120,11 @@ func relayerSendRate(b *testing.B) float64 {
 	calls.reset()
 	defer trace.print("relayer sends")
 	defer calls.print(relayerSends)
+	var cpu *cpuMeter
+	var nodeStart, goStart time.Duration
+	if order != nil {
+		cpu, nodeStart, goStart = startCPU(ctx, pool), nodeCPU(), selfCPU()
+	}
 	start := time.Now()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		for i := range relayerSends {
@@ -155,6 +162,7 @@ func relayerSendRate(b *testing.B) float64 {
 		FROM relayer.transactions`).Scan(&toBroadcast, &toFinal))
 	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms\n", toBroadcast*1000, toFinal*1000)
 	if order != nil {
+		cpuPerSend("relayer", cpu, nodeStart, goStart)
 		order.print()
 		printRuns(b, pool)
 	}
@@ -182,6 +190,9 @@ func rawSendRate(b *testing.B) float64 {
 	eth := node.Client()
 	to := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
 	signer := types.LatestSignerForChainID(big.NewInt(anviltest.ChainID))
+	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
+		defer cpuPerSend("raw", nil, nodeCPU(), selfCPU())
+	}
 	start := time.Now()
 	errs := make(chan error, relayerWallets)
 	for w := range relayerWallets {
@@ -311,4 +322,47 @@ func printRuns(b *testing.B, pool *pgxpool.Pool) {
 			coalesce(max(cardinality(attempted_by)), 0)
 		FROM river.river_job WHERE kind = 'relayer_send'`).Scan(&first, &later, &maxRuns))
 	fmt.Printf("  relayer_send jobs: %d final in their first run, %d needed more (at most %d runs)\n", first, later, maxRuns)
+}
+
+// nodeCPU is the CPU time, so far, of the newest anvil this process
+// started (RFLOW_BENCH_TRACE): where the node's share of a round goes.
+// It returns -1 where /proc cannot tell.
+func nodeCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	best, bestStart := -1, int64(-1)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := procStat(pid)
+		if err != nil || len(f) < 20 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) != "anvil" {
+			continue
+		}
+		if started, _ := strconv.ParseInt(f[19], 10, 64); started > bestStart || (started == bestStart && pid > best) {
+			best, bestStart = pid, started
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	f, _ := procStat(best)
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// cpuPerSend prints the CPU one send cost this process, Postgres and
+// anvil since the readings taken at the start.
+func cpuPerSend(what string, cpu *cpuMeter, nodeStart, goStart time.Duration) {
+	goCPU, pgCPU := cpu.perUnit(relayerSends)
+	if cpu == nil {
+		goCPU = (selfCPU() - goStart) / relayerSends
+	}
+	fmt.Printf("  %s CPU per send: go %.2f ms, postgres %.2f ms, anvil %.2f ms\n", what,
+		float64(goCPU.Microseconds())/1000, float64(pgCPU.Microseconds())/1000,
+		float64(((nodeCPU()-nodeStart)/relayerSends).Microseconds())/1000)
 }
