@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -53,34 +51,14 @@ func TestRetryFailedReorgResponse(t *testing.T) {
 	recv.mu.Unlock()
 
 	const fork = 5
-	var runID uuid.UUID
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":0"
-		if _, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: key, TriggerKind: "event",
-			Trigger: []byte(`{"event": {"amount": 3}, "block": 5, "phase": "head"}`), ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs`).Scan(&runID)
-	}))
+	runID := claimAtFork(t, pool, e, fork)
 	require.Eventually(t, func() bool {
 		r, err := store.GetRun(ctx, pool, runID, false)
 		require.NoError(t, err)
 		return r.Status == store.RunCompleted
 	}, 20*time.Second, 20*time.Millisecond)
 
-	var canonical []store.IndexedBlock
-	for n := int64(fork); n <= fork+300; n++ {
-		canonical = append(canonical, store.IndexedBlock{Number: n, Hash: fmt.Sprintf("0x%064x", n), ParentHash: fmt.Sprintf("0x%064x", n-1)})
-	}
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		ids, err := store.ApplyReorg(ctx, tx, store.ReorgRecord{ChainID: 31337, ForkBlock: fork, Depth: 1, OldHash: "0xaa",
-			NewHash: canonical[0].Hash}, canonical, 1000)
-		if err != nil {
-			return err
-		}
-		return e.ChainConfig().OnReorg(ctx, tx, chain.Reorg{ChainID: 31337, ForkBlock: fork, Depth: 1, OrphanedRuns: ids,
-			OldHash: "0xaa", NewHash: canonical[0].Hash})
-	}))
+	orphanFork(t, pool, e, fork)
 	response := func() *store.Response {
 		rs, err := store.RunResponses(ctx, pool, runID)
 		require.NoError(t, err)

@@ -59,7 +59,7 @@ func (e *Engine) retryTrigger(ctx context.Context, tx pgx.Tx, id uuid.UUID) (run
 	if r.Status != store.RunFailed || r.FailedStep == nil || *r.FailedStep != triggerStep {
 		return nil, false, nil
 	}
-	run, steps, err := store.ReopenRun(ctx, tx, id)
+	run, steps, err := store.ReopenJournal(ctx, tx, store.RunJournal, id)
 	if err != nil {
 		return nil, true, err
 	}

@@ -286,18 +286,13 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 	return GetRun(ctx, tx, id, false)
 }
 
-// ReopenRun prepares a failed run for an operator's retry: it bumps the run's
-// attempt (so jobs of the previous attempt become stale no-ops), clears the
-// error, and makes the failed step, plus any step the failure abandoned,
-// runnable again at a new attempt. Completed steps are untouched, so they
-// never re-run. It returns the run and the steps to resume, failed step
-// first.
-func ReopenRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, error) {
-	return ReopenJournal(ctx, tx, RunJournal, id)
-}
-
-// ReopenJournal is ReopenRun for a run-like row of journal j: a run, or a
-// failed on_reorg response (whose id is then id).
+// ReopenJournal prepares a failed run-like row of journal j (a run, or a
+// failed on_reorg response whose id is then id) for an operator's retry: it
+// bumps the row's attempt (so jobs of the previous attempt become stale
+// no-ops), clears the error, and makes the failed step, plus any step the
+// failure abandoned, runnable again at a new attempt. Completed steps are
+// untouched, so they never re-run. It returns the row and the steps to
+// resume, failed step first.
 func ReopenJournal(ctx context.Context, tx pgx.Tx, j Journal, id uuid.UUID) (*Run, []*StepRun, error) {
 	noun := "run"
 	if j == ReorgJournal {
