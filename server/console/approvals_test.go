@@ -3,21 +3,16 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/jobs"
-	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
-	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -47,30 +42,7 @@ func TestConsoleApprovals(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(gatedProject, node.URL, anviltest.DevKeys[4])), 0o600))
 	p, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(t, err)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	backends, release, err := jobs.DialBackends(ctx, p, nil)
-	require.NoError(t, err)
-	t.Cleanup(release)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: p, FetchCooldown: time.Millisecond, Backends: backends})
-	require.NoError(t, err)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	require.NoError(t, e.Start(runCtx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-		defer scancel()
-		_ = e.Stop(sctx)
-		cancel()
-	})
-	srv, err := server.New(server.Config{Pool: pool, Engine: e, APIToken: testToken})
-	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	b := &bundle{pool: pool, e: e, srv: ts}
+	b := serve(t, p)
 
 	nonce := func() uint64 {
 		n, err := node.Client().NonceAt(ctx, from, nil)
@@ -81,7 +53,7 @@ func TestConsoleApprovals(t *testing.T) {
 	id := b.startRun(t, "gated")
 	b.waitRun(t, id, store.RunWaitingApproval, 1)
 
-	br.open(ts.URL+"/ui/approvals", "#token")
+	br.open(b.srv.URL+"/ui/approvals", "#token")
 	br.do(chromedp.SendKeys(chromedp.CSS("#token"), testToken))
 	br.submit("#login", "section.approval")
 	card := br.text("section.approval")
@@ -89,13 +61,13 @@ func TestConsoleApprovals(t *testing.T) {
 	require.Contains(t, card, `"value": "2000000000"`)
 	require.Contains(t, card, id.String())
 
-	br.open(ts.URL+"/ui/runs/"+id.String(), "section.approval")
+	br.open(b.srv.URL+"/ui/runs/"+id.String(), "section.approval")
 	require.Equal(t, "waiting_approval", br.text("#run-status"))
 	br.do(chromedp.SendKeys(chromedp.CSS("form.decide input[name=reason]"), "fine by me"))
 	br.submit("button.approve", "#run-status")
 	b.waitRun(t, id, store.RunCompleted, 1)
 	require.Equal(t, start+1, nonce(), "one send")
-	br.open(ts.URL+"/ui/runs/"+id.String(), "p.decision")
+	br.open(b.srv.URL+"/ui/runs/"+id.String(), "p.decision")
 	require.Contains(t, br.text("p.decision"), "approved by console at")
 	require.Contains(t, br.text("p.decision"), "fine by me")
 	require.Equal(t, "completed", br.text("#run-status"))

@@ -106,13 +106,23 @@ type bundle struct {
 // handler rflow start --http serves.
 func setup(t *testing.T, failures int) *bundle {
 	t.Helper()
+	return serve(t, loadProject(t, newEndpoint(t, failures).URL))
+}
+
+// serve starts an engine for project p on a fresh database, with the
+// relayer's backends dialled as rflow start does, and serves it through
+// server.New.
+func serve(t *testing.T, p *workflow.Project) *bundle {
+	t.Helper()
 	ctx := context.Background()
-	p := loadProject(t, newEndpoint(t, failures).URL)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: p, FetchCooldown: time.Millisecond})
+	backends, release, err := jobs.DialBackends(ctx, p, nil)
+	require.NoError(t, err)
+	t.Cleanup(release)
+	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: p, FetchCooldown: time.Millisecond, Backends: backends})
 	require.NoError(t, err)
 	_, err = e.SyncWorkflows(ctx)
 	require.NoError(t, err)

@@ -3,23 +3,17 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/jobs"
-	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
-	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -54,30 +48,7 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(waitProject), 0o600))
 	p, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
 	require.NoError(t, err)
-	url := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	backends, release, err := jobs.DialBackends(ctx, p, nil)
-	require.NoError(t, err)
-	t.Cleanup(release)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, URL: url, Project: p, FetchCooldown: time.Millisecond, Backends: backends})
-	require.NoError(t, err)
-	_, err = e.SyncWorkflows(ctx)
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	require.NoError(t, e.Start(runCtx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-		defer scancel()
-		_ = e.Stop(sctx)
-		cancel()
-	})
-	srv, err := server.New(server.Config{Pool: pool, Engine: e, APIToken: testToken})
-	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	b := &bundle{pool: pool, e: e, srv: ts}
+	b := serve(t, p)
 
 	parked := b.startRun(t, "await")
 	b.waitRun(t, parked, store.RunWaitingEvent, 1)
@@ -86,9 +57,9 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 	// started: the reorg's transaction, by hand (no chain here).
 	var orphaned uuid.UUID
 	var response uuid.UUID
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var err error
-		orphaned, _, err = e.StartRunTx(ctx, tx, store.Claim{Workflow: "await", TriggerKey: "0xabc:0", TriggerKind: trigger.Event,
+		orphaned, _, err = b.e.StartRunTx(ctx, tx, store.Claim{Workflow: "await", TriggerKey: "0xabc:0", TriggerKind: trigger.Event,
 			Trigger: []byte(`{}`), ChainID: 31337, BlockNumber: 40, BlockHash: "0xold"})
 		if err != nil {
 			return err
@@ -103,7 +74,7 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 		return err
 	}))
 
-	br.open(ts.URL+"/ui/runs/"+parked.String(), "#token")
+	br.open(b.srv.URL+"/ui/runs/"+parked.String(), "#token")
 	br.do(chromedp.SendKeys(chromedp.CSS("#token"), testToken))
 	br.submit("#login", `tr.wait[data-step="claimed"]`)
 	require.Equal(t, "waiting_event", br.text("#run-status"))
@@ -112,13 +83,13 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 	require.Contains(t, wait, "event.amount == 7")
 	require.Contains(t, wait, "waiting")
 	require.Contains(t, wait, "fail", "on_timeout")
-	w, err := store.RunWaits(ctx, pool, parked)
+	w, err := store.RunWaits(ctx, b.pool, parked)
 	require.NoError(t, err)
 	require.Len(t, w, 1)
 	require.Equal(t, w[0].Deadline.UTC().Format("2006-01-02 15:04:05.000"), br.text(`tr.wait[data-step="claimed"] td.deadline`))
 
 	sel := fmt.Sprintf(`section.reorg[data-response="%s"]`, response)
-	br.open(ts.URL+"/ui/runs/"+orphaned.String(), sel)
+	br.open(b.srv.URL+"/ui/runs/"+orphaned.String(), sel)
 	reorg := br.text(sel)
 	require.Contains(t, reorg, "fork at block 40, depth 3")
 	require.Contains(t, reorg, "0xold")
@@ -127,7 +98,7 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 	require.Contains(t, reorg, "queued")
 
 	// The compensated filter, from the runs page's form.
-	br.open(ts.URL+"/ui/", "#filter-compensated")
+	br.open(b.srv.URL+"/ui/", "#filter-compensated")
 	br.do(chromedp.Click(chromedp.CSS("#filter-compensated")))
 	br.submit("#filter", "table.runs")
 	require.Contains(t, br.location(), "compensated=true")
