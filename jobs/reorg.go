@@ -330,12 +330,17 @@ func (a *advance) sendKey(step *store.StepRun) string {
 	return externalID(a.run.ID, step.Key, step.Attempt)
 }
 
-// lockJournal locks the run or response a send belongs to, in tx, and
-// loads it with its journal.
-func (e *Engine) lockJournal(ctx context.Context, tx pgx.Tx, ref sendRef) (*store.Run, []*store.StepRun, error) {
-	id, err := lockOwner(ctx, tx, ref)
-	if err != nil {
-		return nil, nil, err
+// journalOf loads the run or response a send belongs to, with its journal,
+// in the send's finalising transaction tx, where the relayer's LockOwner
+// (lockSendOwner) has locked it already.
+func (e *Engine) journalOf(ctx context.Context, tx pgx.Tx, ref sendRef) (*store.Run, []*store.StepRun, error) {
+	id := ref.run
+	if ref.journal == store.ReorgJournal {
+		resp, err := store.ResponseOf(ctx, tx, ref.run, ref.fork)
+		if err != nil {
+			return nil, nil, err
+		}
+		id = resp.ID
 	}
 	return store.LoadJournal(ctx, tx, ref.journal, id)
 }

@@ -188,7 +188,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 		return nil // not an engine send
 	}
 	key, attempt := ref.key, ref.attempt
-	run, journal, err := e.lockJournal(ctx, tx, ref)
+	run, journal, err := e.journalOf(ctx, tx, ref)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
