@@ -23,51 +23,42 @@ type walletChain struct {
 	chainID uint64
 }
 
-// pendingAsk is one eth_getTransactionCount(pending) in flight; the sends
-// of the wallet that need it meanwhile share its answer.
-type pendingAsk struct {
-	done    chan struct{}
+// pendingAnswer is the chain's pending nonce of a wallet and when it was asked.
+type pendingAnswer struct {
 	pending uint64
-	err     error
+	asked   time.Time
 }
 
 // chainPending is the floor for a wallet's next nonce: the chain's pending
 // nonce, or 0 (the store's next nonce stands) while this process synced
-// the two less than nonceTrustTTL ago. asked is when this caller asked the
-// node (zero if it did not): once an assignment has taken the answer into
+// the two less than nonceTrustTTL ago. asked is when the node was asked
+// (zero if it was not): once an assignment has taken the answer into
 // account, pass it to trusted. Concurrent callers share one question.
 func (r *Relayer) chainPending(ctx context.Context, b Backend, from common.Address, chainID uint64) (pending uint64, asked time.Time, err error) {
-	k := walletChain{from, chainID}
 	r.mu.Lock()
-	if at, ok := r.synced[k]; ok && time.Since(at) < nonceTrustTTL {
-		r.mu.Unlock()
+	at, ok := r.synced[walletChain{from, chainID}]
+	r.mu.Unlock()
+	if ok && time.Since(at) < nonceTrustTTL {
 		return 0, time.Time{}, nil
 	}
-	if q, ok := r.asking[k]; ok {
-		r.mu.Unlock()
-		select {
-		case <-q.done:
-			return q.pending, time.Time{}, q.err
-		case <-ctx.Done():
-			return 0, time.Time{}, ctx.Err()
+	ask := r.asking.DoChan(fmt.Sprintf("%s/%d", from.Hex(), chainID), func() (any, error) {
+		asked := time.Now()
+		pending, err := b.PendingNonceAt(ctx, from)
+		if err != nil {
+			return nil, fmt.Errorf("pending nonce: %w", err)
 		}
+		return pendingAnswer{pending, asked}, nil
+	})
+	select {
+	case res := <-ask:
+		if res.Err != nil {
+			return 0, time.Time{}, res.Err
+		}
+		a := res.Val.(pendingAnswer)
+		return a.pending, a.asked, nil
+	case <-ctx.Done():
+		return 0, time.Time{}, ctx.Err()
 	}
-	q := &pendingAsk{done: make(chan struct{})}
-	r.asking[k] = q
-	r.mu.Unlock()
-	asked = time.Now()
-	q.pending, q.err = b.PendingNonceAt(ctx, from)
-	if q.err != nil {
-		q.err = fmt.Errorf("pending nonce: %w", q.err)
-	}
-	r.mu.Lock()
-	delete(r.asking, k)
-	r.mu.Unlock()
-	close(q.done)
-	if q.err != nil {
-		return 0, time.Time{}, q.err
-	}
-	return q.pending, asked, nil
 }
 
 // trusted records that the wallet's stored next nonce is at least the

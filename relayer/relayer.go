@@ -38,6 +38,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/rflow-dev/rflow/store"
 )
@@ -113,9 +114,9 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote            // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time   // see chainPending
-	asking map[walletChain]*pendingAsk // see chainPending
+	quotes map[uint64]quote          // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time // see chainPending
+	asking singleflight.Group        // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -125,8 +126,7 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
-		asking: map[walletChain]*pendingAsk{}}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
