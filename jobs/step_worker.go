@@ -105,6 +105,7 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 	if err := e.settle(ctx, job, a, at, out); err != nil {
 		return err
 	}
+	e.faults.Hit(FaultAfterOutcome) // River's completer has not completed the job yet
 	e.observeOutcome(at.l.n.step.Kind, out, out.retryable && at.l.n.step.Retry.CanRetry(step.Attempt))
 	if at.l.n.parent != nil {
 		e.faults.Hit(FaultMidForeach)
@@ -112,12 +113,22 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 	return nil
 }
 
-// settle commits an attempt's outcome in one transaction: the job's
-// completion first (it locks the job row; anything but `completed` means
-// the job was rescued and another worker owns it), then the step's outcome
-// fenced on its attempt, then the successor's row and job or the run's end.
+// settle commits an attempt's outcome in one transaction: the step's
+// outcome fenced on its attempt, then the successor's row and job or the
+// run's end.
+//
+// It leaves the job's completion to River's batched completer instead of
+// completing it in the transaction (JobCompleteTx, which Postgres plans
+// afresh on every call: about 1 ms of its CPU per step). Every outcome a
+// settle writes ends the job's part: the step is completed, failed or
+// cancelled, or went to a new attempt with a job of its own. So the fence
+// on the step's attempt is the whole fence: a run of the job that raced this
+// one, or comes after a crash before the completer wrote, finds the step
+// moved on and does nothing. Outcomes that keep the step at its attempt (an
+// approval gate, a wait's timeout) complete the job in their transaction
+// (jobTx).
 func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advance, at stepAt, o outcome) error {
-	return e.jobTx(ctx, job, "outcome fenced off", func(tx pgx.Tx) error {
+	return e.fencedTx(ctx, job.Args, "outcome fenced off", func(tx pgx.Tx) error {
 		ok, err := e.resumeAt(ctx, tx, a, o, at)
 		if err != nil || !ok {
 			return orStale(err)
@@ -132,7 +143,7 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 // moved on (errStale), everything rolls back and the job is a counted
 // no-op.
 func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string, fn func(pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	return e.fencedTx(ctx, job.Args, why, func(tx pgx.Tx) error {
 		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		if err != nil {
 			return fmt.Errorf("complete job %d: %w", job.ID, err)
@@ -142,8 +153,15 @@ func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string
 		}
 		return fn(tx)
 	})
+}
+
+// fencedTx runs fn in a transaction whose fenced writes are its only
+// fence: if fn finds the run or step moved on (errStale), everything rolls
+// back and the job is a counted no-op.
+func (e *Engine) fencedTx(ctx context.Context, args StepArgs, why string, fn func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, e.pool, fn)
 	if errors.Is(err, errStale) {
-		e.stale(why, job.Args, "")
+		e.stale(why, args, "")
 		return nil
 	}
 	return err

@@ -281,6 +281,10 @@ func TestCrashAtEachFaultPoint(t *testing.T) {
 		{jobs.FaultAfterClaim, true, 1},
 		{jobs.FaultAfterJournal + ":3", false, 0},
 		{jobs.FaultAfterEffect + ":3", false, 1},
+		// The outcome is committed but the job is not completed (River's
+		// completer does that after Work returns): its second run must
+		// find the step settled and do nothing.
+		{jobs.FaultAfterOutcome + ":3", false, 0},
 		{jobs.FaultMidForeach + ":2", false, 0},
 	}
 	for _, tc := range cases {
@@ -339,7 +343,7 @@ func TestSoakRandomKills(t *testing.T) {
 	defer pool.Close()
 	config := writeProject(t, "manual: {}", s.URL)
 	enqueueManual(t, pool, config, runs)
-	points := []string{jobs.FaultAfterJournal, jobs.FaultAfterEffect, jobs.FaultMidForeach}
+	points := []string{jobs.FaultAfterJournal, jobs.FaultAfterEffect, jobs.FaultAfterOutcome, jobs.FaultMidForeach}
 	for i := 0; i < kills; i++ {
 		point := points[rand.IntN(len(points))]
 		p := startRflowWorkers(t, dbURL, config, fmt.Sprintf("%s:%d", point, 1+rand.IntN(40)), soakWorkers)
