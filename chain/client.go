@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,8 @@ type ClientOptions struct {
 type Client struct {
 	opts ClientOptions
 	log  *slog.Logger
+	// http carries every HTTP URL's calls (see keepAlive).
+	http *http.Client
 
 	mu sync.Mutex
 	// conns are by URL; nil is a WebSocket URL not connected yet (it did
@@ -86,10 +89,11 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Client{opts: opts, log: opts.Logger, conns: make([]*rpc.Client, len(opts.URLs)), preferred: -1}
+	c := &Client{opts: opts, log: opts.Logger, conns: make([]*rpc.Client, len(opts.URLs)), preferred: -1,
+		http: &http.Client{Transport: keepAlive()}}
 	for i, u := range opts.URLs {
 		dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-		rc, err := rpc.DialOptions(dctx, u)
+		rc, err := rpc.DialOptions(dctx, u, rpc.WithHTTPClient(c.http))
 		cancel()
 		switch {
 		case err == nil:
@@ -107,6 +111,22 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 	}
 	c.preferred = max(c.preferred, 0)
 	return c, nil
+}
+
+// idleConnsPerHost is how many idle connections to one node a Client keeps.
+// Calls run concurrently (the relayer's workers, ingestion, reads); with
+// net/http's default of 2, every call beyond the second concurrent one opened
+// a new connection (a TLS handshake on https) and closed it after.
+const idleConnsPerHost = 64
+
+// keepAlive is the transport of a Client's HTTP calls: net/http's default
+// (proxy from the environment, timeouts) keeping idleConnsPerHost idle
+// connections per node.
+func keepAlive() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = idleConnsPerHost
+	t.MaxIdleConns = max(t.MaxIdleConns, idleConnsPerHost)
+	return t
 }
 
 // webSocket reports whether u is a ws:// or wss:// URL (connected at dial
@@ -128,7 +148,7 @@ func (c *Client) conn(ctx context.Context, i int) (*rpc.Client, error) {
 		}
 		return rc, nil
 	}
-	rc, err := rpc.DialOptions(ctx, c.opts.URLs[i])
+	rc, err := rpc.DialOptions(ctx, c.opts.URLs[i], rpc.WithHTTPClient(c.http))
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +177,7 @@ func (c *Client) Close() {
 			rc.Close()
 		}
 	}
+	c.http.CloseIdleConnections()
 }
 
 // Call makes one JSON-RPC call with failover and retries.

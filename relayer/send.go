@@ -11,10 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rflow-dev/rflow/store"
 )
@@ -433,19 +430,21 @@ func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause 
 	return river.JobSnooze(r.cfg.PollInterval)
 }
 
-// finish completes job and moves the send row to a final status in one
-// transaction, running the FinalHook inside it. A stale job (the send is
-// final already or driven by another job) only completes itself. Locks go
-// job, owner (LockOwner), send.
+// finish moves the send row to a final status in one transaction, running
+// the FinalHook inside it; River's completer then completes the job when
+// Work returns. The send's status is the fence: FinishRelayerTx moves only an
+// in-flight send this job drives, under its row lock, so the hook runs once
+// however many runs of the job race; a run that comes after (a crash before
+// the completer wrote, a rescue) finds the send final and does nothing. Not
+// completing the job in this transaction (JobCompleteTx, as a step's outcome
+// does) saves a statement Postgres plans afresh on every call. Locks go
+// owner (LockOwner), send.
 func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], row *store.RelayerTx, f store.RelayerFinal) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := completeFirst(ctx, tx, job); err != nil {
-		return err
-	}
 	if r.cfg.LockOwner != nil {
 		if err := r.cfg.LockOwner(ctx, tx, row.ExternalID); err != nil {
 			return fmt.Errorf("relayer lock owner of %s: %w", row.ExternalID, err)
@@ -468,18 +467,4 @@ func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], row *stor
 		r.log.Info("send final", "external_id", row.ExternalID, "tx_id", row.TxID, "status", row.Status, "hash", t.Hash)
 	}
 	return tx.Commit(ctx)
-}
-
-// completeFirst marks the job completed in tx; it must come first in the
-// transaction (it locks the job row), and the transaction may only commit if
-// the job really is completed now (River may have rescued it meanwhile).
-func completeFirst(ctx context.Context, tx pgx.Tx, job *river.Job[SendArgs]) error {
-	done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-	if err != nil {
-		return fmt.Errorf("complete job %d: %w", job.ID, err)
-	}
-	if done.State != rivertype.JobStateCompleted {
-		return fmt.Errorf("job %d is %s, not running: another worker owns it", job.ID, done.State)
-	}
-	return nil
 }
