@@ -236,21 +236,25 @@ func TestRiverUIBehindToken(t *testing.T) {
 	r = b.get(t, "/riverui/", false)
 	require.Equal(t, http.StatusUnauthorized, r.status)
 
-	r = b.get(t, "/riverui/api/jobs?state=completed", true)
-	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var list struct {
-		Data []struct {
-			Kind  string `json:"kind"`
-			State string `json:"state"`
-		} `json:"data"`
-	}
-	require.NoError(t, json.Unmarshal(r.body, &list), "%s", r.body)
-	kinds := map[string]int{}
-	for _, j := range list.Data {
-		require.Equal(t, "completed", j.State)
-		kinds[j.Kind]++
-	}
-	require.Equal(t, 1, kinds["rflow.step.first"], "the run's one step job, enqueued with its claim: %s", r.body)
+	// River's completer marks the step's job completed just after the
+	// worker returns, so it can trail the run's own completion.
+	require.Eventually(t, func() bool {
+		r := b.get(t, "/riverui/api/jobs?state=completed", true)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		var list struct {
+			Data []struct {
+				Kind  string `json:"kind"`
+				State string `json:"state"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(r.body, &list), "%s", r.body)
+		kinds := map[string]int{}
+		for _, j := range list.Data {
+			require.Equal(t, "completed", j.State)
+			kinds[j.Kind]++
+		}
+		return kinds["rflow.step.first"] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the run's one step job, enqueued with its claim, listed as completed")
 
 	r = b.get(t, "/riverui/", true)
 	require.Equal(t, http.StatusOK, r.status)
