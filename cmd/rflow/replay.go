@@ -87,8 +87,21 @@ func replay(c *cli.Context) error {
 	} else if err := store.ValidSession(session); err != nil {
 		return usagef("--session: %v", err)
 	}
-	// The session first, so an interrupted replay can still be found
-	// and pruned; on stderr under -o json, which keeps stdout one document.
+	project, err := loadProject(c)
+	if err != nil {
+		return err
+	}
+	wf := project.Workflow(name)
+	if wf == nil {
+		return usagef("--workflow %s: no such workflow in %s (it has: %s)", name, c.String("config"), strings.Join(workflowNames(project), ", "))
+	}
+	if wf.Trigger.Event == nil {
+		return usagef("--workflow %s has a %s trigger: only event-triggered workflows can be replayed over blocks", name, wf.Trigger.Kind)
+	}
+	// The session before anything is written, so an interrupted replay
+	// can still be found and pruned (but after the checks that need no
+	// database: a replay that cannot start announces no session); on
+	// stderr under -o json, which keeps stdout one document.
 	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: name}
 	sum := replaySummary{Session: session, Workflow: name, Rehearsal: r.Name(), FromBlock: c.Int64("from-block"),
 		ToBlock: c.Int64("to-block"), DryRun: c.Bool("dry-run"), SkipHTTP: c.Bool("skip-http")}
@@ -101,17 +114,6 @@ func replay(c *cli.Context) error {
 	// Warnings and errors only (unless --log-level): the progress is the
 	// replay's output.
 	logger := viewLogger(c)
-	project, err := loadProject(c)
-	if err != nil {
-		return err
-	}
-	wf := project.Workflow(name)
-	if wf == nil {
-		return usagef("--workflow %s: no such workflow in %s (it has: %s)", name, c.String("config"), strings.Join(workflowNames(project), ", "))
-	}
-	if wf.Trigger.Event == nil {
-		return usagef("--workflow %s has a %s trigger: only event-triggered workflows can be replayed over blocks", name, wf.Trigger.Kind)
-	}
 
 	db, err := openMigrated(c, project.Name, logger)
 	if err != nil {

@@ -317,7 +317,8 @@ func TestKilledReplayLeavesNoWorkForLive(t *testing.T) {
 	f.live.stop(t)
 }
 
-// TestReplayUsageErrors: mistakes are usage errors naming what to fix.
+// TestReplayUsageErrors: mistakes are usage errors naming what to fix,
+// before any session is announced.
 func TestReplayUsageErrors(t *testing.T) {
 	t.Parallel()
 	config := writeProject(t, "manual: {}", "http://127.0.0.1:1")
@@ -334,8 +335,10 @@ func TestReplayUsageErrors(t *testing.T) {
 		{[]string{"replay", "prune"}, "--session S"},
 		{[]string{"replay", "prune", "--session", "a", "--all"}, "exclude each other"},
 	} {
-		_, errOut, code := rflowCmd(t, c.args...)
+		out, errOut, code := rflowCmd(t, c.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", c.args, errOut)
 		require.Contains(t, errOut, c.want, c.args)
+		// A replay that cannot start announces no session to prune.
+		require.NotContains(t, out+errOut, "replay session", c.args)
 	}
 }
