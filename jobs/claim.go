@@ -133,27 +133,37 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 // response failed has that response retried instead, from its failed step
 // (the run's own trigger log is gone); the run is returned as it is.
 func (e *Engine) RetryRunTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+	run, _, err := e.RetryTx(ctx, tx, id)
+	return run, err
+}
+
+// RetryTx is RetryRunTx that also returns the failed on_reorg response it
+// retried instead of the run (nil when it retried the run), for callers
+// that say which it was.
+func (e *Engine) RetryTx(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, *store.Response, error) {
 	// The run first, then its response: the order a reorg decision takes.
 	if _, err := store.GetRun(ctx, tx, id, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := store.FailedResponse(ctx, tx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp != nil {
 		if err := e.reopen(ctx, tx, store.ReorgJournal, resp.ID); err != nil {
-			return nil, fmt.Errorf("retry reorg response %s of run %s: %w", resp.ID, id, err)
+			return nil, nil, fmt.Errorf("retry reorg response %s of run %s: %w", resp.ID, id, err)
 		}
-		return store.GetRun(ctx, tx, id, false)
+		run, err := store.GetRun(ctx, tx, id, false)
+		return run, resp, err
 	}
 	if run, handled, err := e.retryTrigger(ctx, tx, id); handled || err != nil {
-		return run, err
+		return run, nil, err
 	}
 	if err := e.reopen(ctx, tx, store.RunJournal, id); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return store.GetRun(ctx, tx, id, false)
+	run, err := store.GetRun(ctx, tx, id, false)
+	return run, nil, err
 }
 
 // reopen retries the failed run-like row id of journal j from its failed

@@ -6,13 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rflow-dev/rflow/chain"
-	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/jobs/reorgtest"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -65,11 +61,11 @@ func TestOnReorgStepsRunOnTheRunEngine(t *testing.T) {
 	recv.mu.Unlock()
 
 	const fork = 5
-	runID := claimAtFork(t, pool, e, fork)
+	runID := reorgtest.ClaimAtFork(t, pool, e, fork)
 	require.Eventually(t, func() bool { return len(recv.got("/act")) == 1 }, 20*time.Second, 20*time.Millisecond)
 
 	// The reorg replaces block 5 and the window runs far past it.
-	orphanFork(t, pool, e, fork)
+	reorgtest.OrphanFork(t, pool, e, fork)
 
 	var resp *store.Response
 	require.Eventually(t, func() bool {
@@ -118,44 +114,4 @@ func TestOnReorgStepsRunOnTheRunEngine(t *testing.T) {
 	list, err := store.ListRuns(ctx, pool, store.RunFilter{Compensated: true})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-}
-
-// claimAtFork claims one Deposit run of workflow credit from block fork
-// (hash 0xaa), as the chain service does, and returns its id.
-func claimAtFork(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, fork int64) uuid.UUID {
-	t.Helper()
-	ctx := context.Background()
-	var runID uuid.UUID
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":0"
-		trigger := fmt.Sprintf(`{"event": {"amount": 3}, "block": %d, "phase": "head"}`, fork)
-		if _, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: key, TriggerKind: "event",
-			Trigger: []byte(trigger), ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs`).Scan(&runID)
-	}))
-	return runID
-}
-
-// orphanFork replaces block fork (0xaa) the way the chain service applies a
-// reorg (store.ApplyReorg, then the engine's OnReorg hook, in one
-// transaction), with a canonical chain running far past it: no trigger
-// cursor exists here, so the window decides.
-func orphanFork(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine, fork int64) {
-	t.Helper()
-	ctx := context.Background()
-	var canonical []store.IndexedBlock
-	for n := fork; n <= fork+300; n++ {
-		canonical = append(canonical, store.IndexedBlock{Number: n, Hash: fmt.Sprintf("0x%064x", n), ParentHash: fmt.Sprintf("0x%064x", n-1)})
-	}
-	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		ids, err := store.ApplyReorg(ctx, tx, store.ReorgRecord{ChainID: 31337, ForkBlock: fork, Depth: 1, OldHash: "0xaa",
-			NewHash: canonical[0].Hash}, canonical, 1000)
-		if err != nil {
-			return err
-		}
-		return e.ChainConfig().OnReorg(ctx, tx, chain.Reorg{ChainID: 31337, ForkBlock: fork, Depth: 1, OrphanedRuns: ids,
-			OldHash: "0xaa", NewHash: canonical[0].Hash})
-	}))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/jobs/reorgtest"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -51,14 +52,14 @@ func TestRetryFailedReorgResponse(t *testing.T) {
 	recv.mu.Unlock()
 
 	const fork = 5
-	runID := claimAtFork(t, pool, e, fork)
+	runID := reorgtest.ClaimAtFork(t, pool, e, fork)
 	require.Eventually(t, func() bool {
 		r, err := store.GetRun(ctx, pool, runID, false)
 		require.NoError(t, err)
 		return r.Status == store.RunCompleted
 	}, 20*time.Second, 20*time.Millisecond)
 
-	orphanFork(t, pool, e, fork)
+	reorgtest.OrphanFork(t, pool, e, fork)
 	response := func() *store.Response {
 		rs, err := store.RunResponses(ctx, pool, runID)
 		require.NoError(t, err)

@@ -276,13 +276,11 @@ func printSteps(ctx context.Context, db store.DBTX, w *tabwriter.Writer, steps [
 func runsRetry(c *cli.Context) error {
 	var resp *store.Response
 	err := mutateRun(c, "retried", true, func(ctx context.Context, e *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-		// RetryRunTx retries a run's failed on_reorg response rather than
-		// the run, which it returns as it is: say which was retried.
-		var err error
-		if resp, err = store.FailedResponse(ctx, tx, id); err != nil {
-			return nil, err
-		}
-		return e.RetryRunTx(ctx, tx, id)
+		// A run's failed on_reorg response is retried rather than the
+		// run, which is returned as it is: say which was retried.
+		run, r, err := e.RetryTx(ctx, tx, id)
+		resp = r
+		return run, err
 	})
 	if err == nil && resp != nil && c.String("output") != "json" {
 		fmt.Fprintf(c.App.Writer, "its failed on_reorg response %s (fork at block %d) was retried from its failed step\n", resp.ID, resp.ForkBlock)
