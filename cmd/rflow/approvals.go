@@ -24,8 +24,9 @@ func approvalsCommand() *cli.Command {
 		Name:  "approvals",
 		Usage: "list the approval gates of sends (decide them with rflow approve / rflow reject)",
 		Subcommands: []*cli.Command{{
-			Name:  "list",
-			Usage: "list approvals, newest first",
+			Name:    "list",
+			Aliases: []string{"ls"},
+			Usage:   "list approvals, newest first",
 			Flags: []cli.Flag{
 				configFlag(), outputFlag(),
 				&cli.StringFlag{Name: "status", Usage: "only approvals in this status (" + joinApprovalStatuses() + ")"},

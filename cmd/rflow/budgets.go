@@ -29,7 +29,7 @@ func budgetsCommand() *cli.Command {
 		Name:  "budgets",
 		Usage: "show spend budgets",
 		Subcommands: []*cli.Command{{
-			Name: "ls", Usage: "list budgets with what is reserved, spent and left in their window",
+			Name: "ls", Aliases: []string{"list"}, Usage: "list budgets with what is reserved, spent and left in their window",
 			Flags: []cli.Flag{configFlag(), outputFlag()},
 			Action: func(c *cli.Context) error {
 				db, err := openExisting(c, projectName(c), newLogger(c))

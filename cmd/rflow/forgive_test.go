@@ -179,6 +179,21 @@ func TestReadCommandsBeforeMigrate(t *testing.T) {
 	}
 }
 
+// TestListAliases: every listing answers to both ls and list, whichever
+// the reference spells (runs list, workflows ls), so neither is a usage
+// error.
+func TestListAliases(t *testing.T) {
+	t.Parallel()
+	url := storetest.EmptyURL(t)
+	for _, args := range [][]string{
+		{"runs", "ls"}, {"workflows", "list"}, {"budgets", "list"}, {"approvals", "ls"},
+	} {
+		_, stderr, code := rflowCmd(t, append([]string{"--database-url", url}, args...)...)
+		require.Equal(t, 1, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, "the database has no rflow schema yet", "%v", args)
+	}
+}
+
 func TestReadCommandsCreateNoLocalDatabase(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()

@@ -26,8 +26,9 @@ func runsCommand() *cli.Command {
 		Usage: "inspect, retry and cancel runs",
 		Subcommands: []*cli.Command{
 			{
-				Name:  "list",
-				Usage: "list runs, newest first",
+				Name:    "list",
+				Aliases: []string{"ls"},
+				Usage:   "list runs, newest first",
 				Flags: []cli.Flag{
 					configFlag(), outputFlag(),
 					&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},

@@ -18,7 +18,7 @@ func workflowsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			deployCommand(),
 			{
-				Name: "ls", Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
+				Name: "ls", Aliases: []string{"list"}, Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
 				Action: func(c *cli.Context) error {
 					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
