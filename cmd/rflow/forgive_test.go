@@ -353,6 +353,11 @@ func TestShortRunIDs(t *testing.T) {
 	_, stderr, code = rflowCmd(t, "--database-url", url, "runs", "show", "ffffffff")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "no run has the short id ffffffff")
+	// The first 8 characters of an id (a UUIDv7's timestamp, which git
+	// users reach for) are not its short id: the error says which are.
+	_, stderr, code = rflowCmd(t, "--database-url", url, "runs", "show", ids[0].String()[:8])
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "a short id is the last 8 characters of a run id")
 }
 
 const secretProject = `

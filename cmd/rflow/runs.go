@@ -69,7 +69,7 @@ func runArg(c *cli.Context) (string, error) {
 	if _, err := uuid.Parse(arg); err == nil || isShortID(arg) {
 		return arg, nil
 	}
-	return "", usagef("%q is not a run id (a UUID, or the %d-character short id `rflow dev` prints)", arg, store.ShortIDLen)
+	return "", usagef("%q is not a run id (a UUID, or its short id: its last %d characters, as `rflow dev` prints it)", arg, store.ShortIDLen)
 }
 
 func isShortID(s string) bool { return store.IsShortID(s) }
@@ -87,7 +87,8 @@ func resolveRun(ctx context.Context, db store.DBTX, arg string) (uuid.UUID, erro
 	}
 	switch len(runs) {
 	case 0:
-		return uuid.Nil, cli.Exit(fmt.Sprintf("no run has the short id %s", arg), exitFailure)
+		return uuid.Nil, cli.Exit(fmt.Sprintf("no run has the short id %s (a short id is the last %d characters of a run id; `rflow runs list` shows the ids)",
+			arg, store.ShortIDLen), exitFailure)
 	case 1:
 		return runs[0].ID, nil
 	}
