@@ -54,6 +54,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 					message: fmt.Sprintf("the body must be a JSON object {\"input\": …, \"key\": \"…\"}: %v", orTrailing(err))}
 			}
 		}
+		if aerr := s.manualWorkflow(ctx, name); aerr != nil {
+			return 0, nil, aerr
+		}
 		key := req.Key
 		if key == "" {
 			key = commandRunKey(cmd.Key)
@@ -68,6 +71,30 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		}
 		return status, startRunResponse{RunID: id, Workflow: name, Duplicate: !created}, nil
 	})
+}
+
+// manualWorkflow refuses a run of a workflow that is not deployed (404) or
+// whose trigger is not manual (409): the claim gate would otherwise start a
+// manual run of it, which skips a webhook's signature and fails an event
+// workflow's first read of `event`.
+func (s *Server) manualWorkflow(ctx context.Context, name string) error {
+	wf, err := s.engine.Workflow(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return &apiError{status: http.StatusNotFound, code: "not_found",
+			message: fmt.Sprintf("no workflow %q is deployed (deploy it with PUT /v1/workflows/%s or rflow workflows deploy)", name, name)}
+	}
+	if err != nil {
+		return fmt.Errorf("workflow %s: %w", name, err)
+	}
+	if wf.Trigger.Manual == nil {
+		hint := "its runs come from its trigger"
+		if wf.Trigger.Webhook != nil {
+			hint = "send its events, signed, to POST /hooks/" + name
+		}
+		return &apiError{status: http.StatusConflict, code: "not_manual",
+			message: fmt.Sprintf("workflow %s has a %s trigger: this route starts runs of manual workflows only; %s", name, wf.Trigger.Kind, hint)}
+	}
+	return nil
 }
 
 func orTrailing(err error) error {

@@ -527,6 +527,14 @@ func TestManualRunKey(t *testing.T) {
 
 	r = b.api(t, http.MethodPost, "/v1/workflows/nope/runs", "c", nil)
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r.body)
+	require.Contains(t, r.json(t)["error"].(map[string]any)["message"], `no workflow "nope" is deployed`)
+	// A webhook workflow's runs come through its signed hook, never as a
+	// manual run that skips the signature.
+	r = b.api(t, http.MethodPost, "/v1/workflows/keyed/runs", "e", nil)
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "not_manual", r.errorCode(t))
+	require.Contains(t, r.json(t)["error"].(map[string]any)["message"], "POST /hooks/keyed")
+	require.Equal(t, 1, b.runs(t))
 	r = b.api(t, http.MethodPost, "/v1/workflows/manual/runs", "d", []byte(`{"inptu": 1}`))
 	require.Equal(t, http.StatusBadRequest, r.status, "unknown fields are refused: %s", r.body)
 	require.Equal(t, 2, b.ledger(t), "failed commands record nothing")
