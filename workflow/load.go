@@ -47,6 +47,11 @@ func Load(path string, opts LoadOptions) (*Project, error) {
 	l.p.file = filepath.Base(path)
 	l.p.allowUnsetEnv = opts.AllowUnsetEnv
 	src, err := readFile(path)
+	if errors.Is(err, errIsDir) {
+		l.errorf(Position{File: path}, "cannot read the project file: it is a directory (give the project file in it, e.g. %s)",
+			filepath.Join(path, "rflow.yaml"))
+		return nil, l.finish(opts.Strict)
+	}
 	if err != nil {
 		l.errorf(Position{File: path}, "cannot read the project file: %v", unwrapPathError(errors.Unwrap(err)))
 		return nil, l.finish(opts.Strict)
@@ -89,6 +94,12 @@ func (l *loader) finish(strict bool) error {
 	return nil
 }
 
+// Errors of readFile beyond the file system's own.
+var (
+	errIsDir        = errors.New("is a directory")
+	errFileTooLarge = fmt.Errorf("file larger than %d bytes", maxFileSize)
+)
+
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -100,10 +111,10 @@ func readFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", path, unwrapPathError(err))
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("read %s: is a directory", path)
+		return nil, fmt.Errorf("read %s: %w", path, errIsDir)
 	}
 	if st.Size() > maxFileSize {
-		return nil, fmt.Errorf("read %s: file larger than %d bytes", path, maxFileSize)
+		return nil, fmt.Errorf("read %s: %w", path, errFileTooLarge)
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(f); err != nil {

@@ -50,6 +50,12 @@ func TestProjectFileProblems(t *testing.T) {
 	t.Parallel()
 	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"), LoadOptions{})
 	require.ErrorContains(t, err, "missing.yaml: cannot read the project file: no such file or directory")
+	// A directory named as the project file says so, and where the file is.
+	tmp := t.TempDir()
+	_, err = Load(tmp, LoadOptions{})
+	require.ErrorContains(t, err, "cannot read the project file: it is a directory (give the project file in it, e.g. "+
+		filepath.Join(tmp, "rflow.yaml")+")")
+	require.NotContains(t, err.Error(), "<nil>")
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
