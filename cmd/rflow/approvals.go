@@ -76,6 +76,9 @@ type approvalList struct {
 }
 
 func approvalsList(c *cli.Context) error {
+	if err := noArgs(c, "filter with --workflow W or --status S"); err != nil {
+		return err
+	}
 	f := store.ApprovalFilter{Status: store.ApprovalStatus(c.String("status")), Workflow: c.String("workflow"), Limit: c.Int("limit"),
 		Rehearsals: c.Bool("rehearsals")}
 	if f.Status != "" && !f.Status.Valid() {
@@ -121,7 +124,7 @@ func summaryLine(a *store.Approval) string {
 // one, or a decision after the expiry, exits 1 saying why.
 func decide(c *cli.Context, approve bool) error {
 	if c.NArg() != 1 {
-		return usagef("%s takes exactly one approval id", c.Command.FullName())
+		return usagef("%s takes exactly one approval id", commandPath(c))
 	}
 	arg := c.Args().First()
 	if err := checkOutput(c); err != nil {

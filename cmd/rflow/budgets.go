@@ -32,6 +32,9 @@ func budgetsCommand() *cli.Command {
 			Name: "ls", Aliases: []string{"list"}, Usage: "list budgets with what is reserved, spent and left in their window",
 			Flags: []cli.Flag{configFlag(), outputFlag()},
 			Action: func(c *cli.Context) error {
+				if err := noArgs(c, "it lists every budget"); err != nil {
+					return err
+				}
 				db, err := openExisting(c, projectName(c), newLogger(c))
 				if err != nil {
 					return err

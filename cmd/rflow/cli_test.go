@@ -69,6 +69,32 @@ func TestExitCodesAndErrors(t *testing.T) {
 	}
 }
 
+// TestUsageErrorsNameTheCommand: an argument a command does not take is a
+// usage error (exit 2) naming the command as typed, never ignored (`runs
+// list hello` is not a filter), and --workers below 1 is refused rather
+// than quietly replaced by the default.
+func TestUsageErrorsNameTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"runs", "list", "hello"}, `runs list takes no arguments, got "hello" (filter with --workflow W`},
+		{[]string{"workflows", "ls", "hello"}, `workflows ls takes no arguments, got "hello"`},
+		{[]string{"budgets", "ls", "refunds"}, `budgets ls takes no arguments, got "refunds"`},
+		{[]string{"approvals", "list", "x"}, `approvals list takes no arguments, got "x"`},
+		{[]string{"runs", "show"}, "rflow: runs show takes exactly one run id"},
+		{[]string{"workflows", "pause"}, "rflow: workflows pause takes exactly one workflow name"},
+		{[]string{"runs", "prune", "--older-than", "5x"}, `--older-than: "5x" is not a duration (use e.g. 30s, 10m, 1h30m, 7d)` + "\n"},
+		{[]string{"start", "--workers", "0"}, "--workers 0: want at least 1"},
+		{[]string{"dev", "--workers", "-1"}, "--workers -1: want at least 1"},
+	} {
+		_, stderr, code := rflowCmd(t, c.args...)
+		require.Equal(t, exitUsage, code, "%v: %s", c.args, stderr)
+		require.Contains(t, stderr, c.want, c.args)
+	}
+}
+
 func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	url := storetest.URL(t) // already migrated: migrate is a no-op

@@ -81,6 +81,9 @@ func dev(c *cli.Context) error {
 				quickstart.EnvWalletKey)
 		}
 	}
+	if err := checkWorkers(c); err != nil {
+		return err
+	}
 	if c.Duration("emit-every") <= 0 {
 		return usagef("--emit-every must be positive")
 	}

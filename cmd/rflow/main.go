@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -69,6 +70,31 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
+}
+
+// noArgs refuses positional arguments to a command that takes none (a
+// listing would otherwise ignore them: `runs list hello` is not a filter);
+// hint says what to use instead.
+func noArgs(c *cli.Context, hint string) error {
+	if c.NArg() == 0 {
+		return nil
+	}
+	return usagef("%s takes no arguments, got %q (%s)", commandPath(c), c.Args().First(), hint)
+}
+
+// commandPath names the command c runs as a user types it after rflow
+// ("runs show"), for messages.
+func commandPath(c *cli.Context) string {
+	return strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
+}
+
+// checkWorkers refuses a --workers below 1 (the engine would quietly use
+// its default instead).
+func checkWorkers(c *cli.Context) error {
+	if n := c.Int("workers"); n < 1 {
+		return usagef("--workers %d: want at least 1 step job at a time", n)
+	}
+	return nil
 }
 
 func onUsageError(_ *cli.Context, err error, _ bool) error { return usageError{err} }

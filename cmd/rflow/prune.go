@@ -42,14 +42,14 @@ type pruneResult struct {
 
 func runsPrune(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return usagef("prune takes no arguments")
+		return usagef("%s takes no arguments", commandPath(c))
 	}
 	if c.String("older-than") == "" {
 		return usagef("--older-than is required, e.g. --older-than 30d")
 	}
 	age, err := workflow.ParseRetention(c.String("older-than"))
 	if err != nil {
-		return usagef("--older-than: %v (use a duration such as 30d or 12h)", err)
+		return usagef("--older-than: %v", err)
 	}
 	var statuses []store.RunStatus
 	for _, s := range c.StringSlice("status") {

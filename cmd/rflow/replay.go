@@ -81,6 +81,9 @@ func replay(c *cli.Context) error {
 	case c.Int64("from-block") < 0 || c.Int64("to-block") < c.Int64("from-block"):
 		return usagef("--from-block %d --to-block %d: want 0 <= from-block <= to-block", c.Int64("from-block"), c.Int64("to-block"))
 	}
+	if err := checkWorkers(c); err != nil {
+		return err
+	}
 	session := c.String("session")
 	if session == "" {
 		session = newSession()

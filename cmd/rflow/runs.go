@@ -63,7 +63,7 @@ func runsCommand() *cli.Command {
 // id the live view prints (its last store.ShortIDLen hex digits).
 func runArg(c *cli.Context) (string, error) {
 	if c.NArg() != 1 {
-		return "", usagef("%s takes exactly one run id", c.Command.FullName())
+		return "", usagef("%s takes exactly one run id", commandPath(c))
 	}
 	arg := c.Args().First()
 	if _, err := uuid.Parse(arg); err == nil || isShortID(arg) {
@@ -115,6 +115,9 @@ type runList struct {
 }
 
 func runsList(c *cli.Context) error {
+	if err := noArgs(c, "filter with --workflow W or --status S"); err != nil {
+		return err
+	}
 	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit"),
 		Rehearsals: c.Bool("rehearsals"), Compensated: c.Bool("compensated")}
 	if c.Bool("failed") {

@@ -47,6 +47,9 @@ func startCommand() *cli.Command {
 			if c.Bool("standby") && c.Bool("workers-only") {
 				return usagef("--standby and --workers-only exclude each other: a standby runs triggers once it takes over")
 			}
+			if err := checkWorkers(c); err != nil {
+				return err
+			}
 			watching := liveViewWanted(c)
 			logger := newLogger(c)
 			if watching {

@@ -20,6 +20,9 @@ func workflowsCommand() *cli.Command {
 			{
 				Name: "ls", Aliases: []string{"list"}, Usage: "list deployed workflows", Flags: []cli.Flag{configFlag(), outputFlag()},
 				Action: func(c *cli.Context) error {
+					if err := noArgs(c, "it lists every deployed workflow"); err != nil {
+						return err
+					}
 					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
 						return err
@@ -56,7 +59,7 @@ func workflowsCommand() *cli.Command {
 				Flags: []cli.Flag{configFlag()},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return usagef("pause takes exactly one workflow name")
+						return usagef("%s takes exactly one workflow name", commandPath(c))
 					}
 					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
@@ -75,7 +78,7 @@ func workflowsCommand() *cli.Command {
 				Flags: []cli.Flag{configFlag()},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return usagef("resume takes exactly one workflow name")
+						return usagef("%s takes exactly one workflow name", commandPath(c))
 					}
 					e, db, err := openOperatorEngine(c)
 					if err != nil {
