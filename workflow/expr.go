@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -53,6 +54,9 @@ func (e *Expr) Pos() Position {
 // String returns the expression as written: "${{ source }}".
 func (e *Expr) String() string { return "${{ " + e.src + " }}" }
 
+// fetchFromNil is expr's message for a member read on nil.
+var fetchFromNil = regexp.MustCompile(`^cannot fetch (\S+) from <nil>`)
+
 // Eval evaluates the expression. A failure names the expression and its
 // position, so the step error tells the user what to fix.
 func (e *Expr) Eval(env Env) (any, error) {
@@ -65,6 +69,11 @@ func (e *Expr) Eval(env Env) (any, error) {
 		var fe *file.Error
 		if errors.As(err, &fe) {
 			msg = fe.Message
+		}
+		if m := fetchFromNil.FindStringSubmatch(msg); m != nil {
+			// expr's "cannot fetch x from <nil>" reads as an internal
+			// error; the user's data simply lacks the value.
+			msg = fmt.Sprintf("cannot read .%s of a missing (null) value; write ?.%s to get null instead, and ?? for a default", m[1], m[1])
 		}
 		return nil, fmt.Errorf("%s: evaluate %s: %s", e.pos, e, msg)
 	}

@@ -27,6 +27,19 @@ func mustExpr(t *testing.T, src string) *Expr {
 	return e
 }
 
+// TestExprNullMemberError: reading a field of a value that is null at run
+// time (a manual run started without input) says so and how to write it,
+// not expr's "cannot fetch … from <nil>".
+func TestExprNullMemberError(t *testing.T) {
+	t.Parallel()
+	_, err := mustExpr(t, "steps.lookup.output.body.tier == 'gold'").Eval(Env{"steps": map[string]any{"lookup": map[string]any{"output": nil}}})
+	require.EqualError(t, err, "f.yaml:1:1: evaluate ${{ steps.lookup.output.body.tier == 'gold' }}: "+
+		"cannot read .body of a missing (null) value; write ?.body to get null instead, and ?? for a default")
+	got, err := mustExpr(t, "steps.lookup.output?.body?.tier ?? 'none'").Eval(Env{"steps": map[string]any{"lookup": map[string]any{"output": nil}}})
+	require.NoError(t, err, "the advice works")
+	require.Equal(t, "none", got)
+}
+
 func big2to255plus1() *big.Int {
 	return new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(1))
 }
