@@ -77,7 +77,7 @@ func TestGlobalFlagsAfterTheCommand(t *testing.T) {
 	// start reaches its project file, so it parsed --database-url.
 	_, stderr, code := rflowCmd(t, "start", "-c", filepath.Join(t.TempDir(), "missing.yaml"), "--database-url", url)
 	require.Equal(t, 1, code, stderr)
-	require.Contains(t, stderr, "cannot read the project file")
+	require.Contains(t, stderr, "missing.yaml: no such project file")
 
 	for _, v := range []string{"--version", "-v"} {
 		out, _, code := rflowCmd(t, v)

@@ -411,6 +411,9 @@ func loadProject(c *cli.Context) (*workflow.Project, error) {
 }
 
 func loadProjectWith(c *cli.Context, opts workflow.LoadOptions) (*workflow.Project, error) {
+	if err := projectFileMissing(c); err != nil {
+		return nil, err
+	}
 	p, err := workflow.Load(c.String("config"), opts)
 	if err != nil {
 		var ds workflow.Diagnostics

@@ -21,6 +21,9 @@ func validateCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("validate takes no arguments (use -c to pick the project file)")
 			}
+			if err := projectFileMissing(c); err != nil {
+				return err
+			}
 			path := c.String("config")
 			p, err := workflow.Load(path, workflow.LoadOptions{Strict: c.Bool("strict")})
 			var ds workflow.Diagnostics

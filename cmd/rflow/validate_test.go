@@ -64,5 +64,13 @@ func TestValidateUsage(t *testing.T) {
 
 	stderr.Reset()
 	require.Equal(t, exitFailure, run([]string{"rflow", "validate", "-c", filepath.Join(t.TempDir(), "nope.yaml")}, &stdout, &stderr))
-	require.Contains(t, stderr.String(), "nope.yaml: cannot read the project file: no such file or directory")
+	require.Contains(t, stderr.String(), "nope.yaml: no such project file; pass -c path/to/rflow.yaml, or create a project with `rflow init`")
+	require.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+
+	// Without -c, in a directory with no rflow.yaml (this package's), it
+	// says where it looked.
+	stderr.Reset()
+	require.Equal(t, exitFailure, run([]string{"rflow", "validate"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), "no -c, and ")
+	require.Contains(t, stderr.String(), "has no rflow.yaml: no such project file")
 }
