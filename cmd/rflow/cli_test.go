@@ -174,6 +174,7 @@ func TestRunsAndWorkflowsCommands(t *testing.T) {
 		out, stderr, code := rflowCmd(t, args...)
 		require.Equal(t, 1, code, "the key with another input (%q) is a conflict: %s", in, out)
 		require.Contains(t, stderr, "already started run "+started.RunID+" with a different input")
+		require.True(t, strings.HasPrefix(stderr, `rflow: key "k1" of workflow hello`), "one rflow: prefix: %q", stderr)
 	}
 
 	// flaky answers 500 and has no retry policy: the run is dead-lettered.

@@ -467,7 +467,7 @@ func runCommand() *cli.Command {
 			})
 			var conflict *store.TriggerKeyConflict
 			if errors.As(err, &conflict) {
-				return cli.Exit(fmt.Sprintf("rflow run: %v (`rflow runs show %s`)", conflict, conflict.RunID), exitFailure)
+				return cli.Exit(fmt.Sprintf("%v (`rflow runs show %s`)", conflict, conflict.RunID), exitFailure)
 			}
 			if err != nil {
 				return err
