@@ -49,17 +49,23 @@ func (s *Service) CheckNetworks(ctx context.Context) error {
 
 // chainIDAt asks URL i (and only it) for its chain id, in one attempt.
 func (c *Client) chainIDAt(ctx context.Context, i int) (int64, error) {
+	var id hexutil.Big
+	if err := c.callAt(ctx, i, &id, "eth_chainId"); err != nil {
+		return 0, err
+	}
+	return id.ToInt().Int64(), nil
+}
+
+// callAt makes one call at URL i, in one attempt within the client's
+// timeout: the checks at start must not wait out the failover backoff.
+func (c *Client) callAt(ctx context.Context, i int, result any, method string, args ...any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	rc, err := c.conn(ctx, i)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var id hexutil.Big
-	if err := rc.CallContext(ctx, &id, "eth_chainId"); err != nil {
-		return 0, err
-	}
-	return id.ToInt().Int64(), nil
+	return rc.CallContext(ctx, result, method, args...)
 }
 
 // checkGenesis compares the node's genesis block with the one recorded for

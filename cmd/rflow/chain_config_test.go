@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,21 @@ func TestStartStopsOnWrongChainID(t *testing.T) {
 	p.stop(t)
 }
 
+// A contract address with no code (nothing deployed there, or the wrong
+// network) is a warning at start naming the contract, address and
+// network: its events would otherwise never arrive, silently. (With the
+// contract deployed there is none: TestStartFailsOverFromDeadWebSocketRPC.)
+func TestStartWarnsOfContractWithoutCode(t *testing.T) {
+	t.Parallel()
+	const warning = "contract has no code on its network"
+	node := anviltest.Start(t, anviltest.Options{})
+	p := startRflow(t, storetest.URL(t), writeChainProject(t, anviltest.ChainID, node.URL), "")
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), warning) }, 30*time.Second, 50*time.Millisecond,
+		"output:\n%s", p.out)
+	require.Regexp(t, warning+`.* contract=Emitter address=0x5FbDB2315678afecb367f032d93F642f64180aa3 network=local chain_id=31337`, p.out.String())
+	p.stop(t)
+}
+
 // freePortCLI returns a loopback port nothing listens on.
 func freePortCLI(t *testing.T) int {
 	t.Helper()
@@ -115,5 +131,6 @@ func TestStartFailsOverFromDeadWebSocketRPC(t *testing.T) {
 	require.Contains(t, out, "RPC URL does not answer")
 	require.Contains(t, out, "ws://rflow:xxxxx@127.0.0.1:")
 	require.NotContains(t, out, "s3cret")
+	require.NotContains(t, out, "contract has no code", "the Emitter is deployed")
 	p.stop(t)
 }

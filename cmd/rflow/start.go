@@ -272,6 +272,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 				_ = engine.Stop(context.Background())
 				return err
 			}
+			svc.CheckContracts(triggers, contractRefs(o.project))
 		}
 		if svc != nil {
 			wg.Add(1)
@@ -402,6 +403,15 @@ func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger
 		return nil, nil // no chain: no chain trigger can be deployed either
 	}
 	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
+}
+
+// contractRefs lists the project's contracts for chain.CheckContracts.
+func contractRefs(p *workflow.Project) []chain.ContractRef {
+	refs := make([]chain.ContractRef, 0, len(p.Contracts))
+	for _, c := range p.Contracts {
+		refs = append(refs, chain.ContractRef{Name: c.Name, Network: c.Network, Address: c.Address})
+	}
+	return refs
 }
 
 // loadProject loads and validates the project file; validation errors are
