@@ -32,8 +32,9 @@ func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
 		Usage: "run the quickstart example on an embedded Postgres and an embedded dev chain",
-		Description: "Starts an embedded Postgres (data in $XDG_DATA_HOME/rflow/quickstart), a dev chain that\n" +
-			"emits Deposit events, and the examples/quickstart workflows, and prints runs as they go.\n" +
+		Description: "Starts an embedded Postgres (data in $XDG_DATA_HOME/rflow/<project>, else ~/.local/share/rflow/<project>,\n" +
+			"or /var/lib/rflow/<project> as root), a dev chain that emits Deposit events, and the examples/quickstart\n" +
+			"workflows (project quickstart), or with --project your project's, and prints runs as they go.\n" +
 			"--database-url uses your database instead. --rpc uses your node instead of the dev chain: the\n" +
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
 			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +

@@ -161,6 +161,18 @@ func TestHelpIsTidy(t *testing.T) {
 	}
 }
 
+// TestDevHelpNamesItsDataDirectory: the data directory `rflow dev --help`
+// names is the one it uses, which is keyed by the project (not always
+// quickstart), as the README says.
+func TestDevHelpNamesItsDataDirectory(t *testing.T) {
+	t.Parallel()
+	out, _, code := rflowCmd(t, "dev", "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "$XDG_DATA_HOME/rflow/<project>")
+	require.Contains(t, out, "/var/lib/rflow/<project> as root")
+	require.NotContains(t, out, "rflow/quickstart)")
+}
+
 func TestReadCommandsBeforeMigrate(t *testing.T) {
 	t.Parallel()
 	url := storetest.EmptyURL(t)
