@@ -70,7 +70,7 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		for _, name := range names {
 			wf := e.project.Workflow(name)
 			if wf == nil {
-				return nil, fmt.Errorf("workflow %s is not in %s: %w", name, e.project.Name, store.ErrNotFound)
+				return nil, &unknownWorkflowError{name: name, project: e.project.Name, names: workflowList(e.project.Workflows)}
 			}
 			wfs = append(wfs, wf)
 		}
@@ -108,6 +108,28 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 
 // byName orders workflows by name: processes deploying different files at
 // once lock the workflow rows in one order, so they cannot deadlock.
+// unknownWorkflowError is a workflow name the project does not hold: it is
+// store.ErrNotFound, with a message that lists the names there are.
+type unknownWorkflowError struct{ name, project, names string }
+
+func (e *unknownWorkflowError) Error() string {
+	return fmt.Sprintf("workflow %s is not in project %s (its workflows: %s)", e.name, e.project, e.names)
+}
+
+func (e *unknownWorkflowError) Unwrap() error { return store.ErrNotFound }
+
+// workflowList names wfs in order, for messages ("none" when empty).
+func workflowList(wfs []*workflow.Workflow) string {
+	names := make([]string, 0, len(wfs))
+	for _, wf := range byName(wfs) {
+		names = append(names, wf.Name)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
 func byName(wfs []*workflow.Workflow) []*workflow.Workflow {
 	return slices.SortedFunc(slices.Values(wfs), func(a, b *workflow.Workflow) int { return strings.Compare(a.Name, b.Name) })
 }
