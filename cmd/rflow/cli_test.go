@@ -88,6 +88,8 @@ func TestUsageErrorsNameTheCommand(t *testing.T) {
 		{[]string{"runs", "prune", "--older-than", "5x"}, `--older-than: "5x" is not a duration (use e.g. 30s, 10m, 1h30m, 7d)` + "\n"},
 		{[]string{"start", "--workers", "0"}, "--workers 0: want at least 1"},
 		{[]string{"dev", "--workers", "-1"}, "--workers -1: want at least 1"},
+		{[]string{"test", "--parallel", "0"}, "--parallel 0: want at least 1"},
+		{[]string{"test", "--timeout", "0s"}, "--timeout 0s: want a positive duration"},
 	} {
 		_, stderr, code := rflowCmd(t, c.args...)
 		require.Equal(t, exitUsage, code, "%v: %s", c.args, stderr)

@@ -48,6 +48,12 @@ func testCommand() *cli.Command {
 					return err
 				}
 			}
+			if n := c.Int("parallel"); n < 1 {
+				return usagef("--parallel %d: want at least 1 test at a time", n)
+			}
+			if d := c.Duration("timeout"); d <= 0 {
+				return usagef("--timeout %s: want a positive duration, e.g. 30s", d)
+			}
 			var sel *regexp.Regexp
 			if r := c.String("run"); r != "" {
 				var err error
