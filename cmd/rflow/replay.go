@@ -90,7 +90,8 @@ func replay(c *cli.Context) error {
 	} else if err := store.ValidSession(session); err != nil {
 		return usagef("--session: %v", err)
 	}
-	project, err := loadProject(c)
+	// The project's warnings after the session line, which comes first.
+	project, err := loadProjectFile(c, workflow.LoadOptions{})
 	if err != nil {
 		return err
 	}
@@ -114,6 +115,7 @@ func replay(c *cli.Context) error {
 	}
 	fmt.Fprintf(sessionOut, "replay session %s: %s as %s, blocks %d..%d%s\n", session, name, r.Name(), sum.FromBlock, sum.ToBlock,
 		map[bool]string{true: " (dry run)", false: ""}[sum.DryRun])
+	printWarnings(c, project)
 	// Warnings and errors only (unless --log-level): the progress is the
 	// replay's output.
 	logger := viewLogger(c)

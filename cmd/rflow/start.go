@@ -421,6 +421,17 @@ func loadProject(c *cli.Context) (*workflow.Project, error) {
 }
 
 func loadProjectWith(c *cli.Context, opts workflow.LoadOptions) (*workflow.Project, error) {
+	p, err := loadProjectFile(c, opts)
+	if err != nil {
+		return nil, err
+	}
+	printWarnings(c, p)
+	return p, nil
+}
+
+// loadProjectFile is loadProjectWith that leaves the valid project's
+// warnings to the caller (printWarnings), for output that must come first.
+func loadProjectFile(c *cli.Context, opts workflow.LoadOptions) (*workflow.Project, error) {
 	if err := projectFileMissing(c); err != nil {
 		return nil, err
 	}
@@ -435,8 +446,11 @@ func loadProjectWith(c *cli.Context, opts workflow.LoadOptions) (*workflow.Proje
 		}
 		return nil, err
 	}
+	return p, nil
+}
+
+func printWarnings(c *cli.Context, p *workflow.Project) {
 	for _, w := range p.Warnings {
 		fmt.Fprintln(c.App.ErrWriter, w.String())
 	}
-	return p, nil
 }
