@@ -107,9 +107,13 @@ workflows:
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API needs the token")
 
 	// The same listener serves River UI (token) and Prometheus (no token).
-	code, b = get("/riverui/api/jobs?state=completed")
-	require.Equal(t, 200, code, "%s", b)
-	require.Contains(t, string(b), `"kind":"rflow.step.first"`, "the webhook run's one step, enqueued with its claim")
+	// River's completer marks the step's job completed just after the
+	// worker returns, so it can trail the run's own completion.
+	require.Eventually(t, func() bool {
+		code, b = get("/riverui/api/jobs?state=completed")
+		require.Equal(t, 200, code, "%s", b)
+		return strings.Contains(string(b), `"kind":"rflow.step.first"`)
+	}, 10*time.Second, 20*time.Millisecond, "the webhook run's one step, enqueued with its claim, listed as completed")
 	resp, err = http.Get(base + "/riverui/api/jobs")
 	require.NoError(t, err)
 	resp.Body.Close()
