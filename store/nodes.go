@@ -199,6 +199,9 @@ func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace
 				return err
 			}
 			rescued += int(tag.RowsAffected())
+			if err := releaseLeadership(ctx, tx, n.clientID); err != nil {
+				return err
+			}
 			_, err = tx.Exec(ctx, `DELETE FROM rflow.nodes WHERE id = $1`, n.id)
 			return err
 		})
@@ -207,6 +210,26 @@ func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace
 		}
 	}
 	return rescued, nil
+}
+
+// releaseLeadership resigns a dead node's River leadership for it, as
+// River's own elector does when it stops: the leader row goes and the
+// "resigned" notice on River's leadership channel wakes every other
+// elector, which bids at once. Without it the dead leader's term runs to
+// its TTL (about 15 s), and everything only the leader does waits that
+// long: scheduling the jobs of delays and retries that came due, River's
+// periodic jobs, its rescuer. River v0.51 names the channel
+// "<schema>.river_leadership" and the notice {"action":"resigned",
+// "leader_id":…}.
+func releaseLeadership(ctx context.Context, tx pgx.Tx, clientID string) error {
+	_, err := tx.Exec(ctx, `
+		WITH gone AS (DELETE FROM `+RiverSchema+`.river_leader WHERE leader_id = $1 RETURNING leader_id)
+		SELECT pg_notify($2, json_build_object('action', 'resigned', 'leader_id', leader_id)::text) FROM gone`,
+		clientID, RiverSchema+".river_leadership")
+	if err != nil {
+		return fmt.Errorf("release leadership of %s: %w", clientID, err)
+	}
+	return nil
 }
 
 // ErrNodeClosed is returned by Ping after Close.

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -192,4 +194,64 @@ func TestNodeTakenForDeadReregisters(t *testing.T) {
 	require.Zero(t, rescue(t, pool, "other", 0), "a holds its lock again")
 	a.Drop()
 	require.Eventually(t, func() bool { return rescue(t, pool, "other", 0) == 1 }, 10*time.Second, 50*time.Millisecond)
+}
+
+// TestRescueReleasesADeadLeader: a dead node's River leadership is resigned
+// for it, with the notice River's electors wake on, while a live leader's
+// term is left alone.
+func TestRescueReleasesADeadLeader(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	dead, err := store.RegisterNode(ctx, url, "dead-leader")
+	require.NoError(t, err)
+	elect := func(client string) {
+		_, err := pool.Exec(ctx, `
+			INSERT INTO river.river_leader (elected_at, expires_at, leader_id) VALUES (now(), now() + interval '15 seconds', $1)
+			ON CONFLICT (name) DO UPDATE SET leader_id = EXCLUDED.leader_id, expires_at = EXCLUDED.expires_at`, client)
+		require.NoError(t, err)
+	}
+	leader := func() string {
+		var id string
+		err := pool.QueryRow(ctx, `SELECT leader_id FROM river.river_leader`).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ""
+		}
+		require.NoError(t, err)
+		return id
+	}
+	listener, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer listener.Close(ctx)
+	_, err = listener.Exec(ctx, `LISTEN "river.river_leadership"`)
+	require.NoError(t, err)
+
+	elect("dead-leader")
+	live, err := store.RegisterNode(ctx, url, "live-node")
+	require.NoError(t, err)
+	defer live.Close(ctx)
+	_, err = store.RescueDeadNodes(ctx, pool, "", 0)
+	require.NoError(t, err)
+	require.Equal(t, "dead-leader", leader(), "its node still holds its liveness lock")
+
+	dead.Drop()
+	require.Eventually(t, func() bool {
+		_, err := store.RescueDeadNodes(ctx, pool, "", 0)
+		require.NoError(t, err)
+		return leader() == ""
+	}, 10*time.Second, 50*time.Millisecond, "the dead node's term ends with it, not at its TTL")
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(wctx)
+	require.NoError(t, err, "River's electors are told the leader resigned")
+	require.JSONEq(t, `{"action":"resigned","leader_id":"dead-leader"}`, n.Payload)
+
+	// A live leader is never resigned by another node's rescue.
+	elect("live-node")
+	_, err = store.RescueDeadNodes(ctx, pool, "", 0)
+	require.NoError(t, err)
+	require.Equal(t, "live-node", leader())
 }
