@@ -590,13 +590,10 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	var jobs []river.InsertManyParams
 	for _, a := range advs {
 		for _, j := range a.jobs {
-			if created[store.StepRef{RunID: a.run.ID, Key: j.Args.(StepArgs).StepKey}] {
+			if created[store.StepRef{RunID: a.run.ID, Key: stepKeyOf(j.Args)}] {
 				jobs = append(jobs, j)
 			}
 		}
-	}
-	if fresh {
-		jobs = firstStepJobs(jobs) // first_step.go
 	}
 	if err := e.enqueue(ctx, tx, jobs); err != nil {
 		return false, err
@@ -628,8 +625,9 @@ func (e *Engine) enqueue(ctx context.Context, tx pgx.Tx, jobs []river.InsertMany
 }
 
 // stepJob is the River job that performs one attempt of a step. Its args
-// carry the run attempt, generation and step attempt it was made for, so a
-// job that outlived them is recognised as stale.
+// carry (a first attempt's imply) the run attempt, generation and step
+// attempt it was made for, so a job that outlived them is recognised as
+// stale.
 func (e *Engine) stepJob(run *store.Run, key string, attempt int, at *time.Time) river.InsertManyParams {
 	// A rehearsal's jobs go to its own queue, whoever enqueues them.
 	opts := &river.InsertOpts{Queue: e.queueOf(run.Workflow)}
@@ -638,7 +636,7 @@ func (e *Engine) stepJob(run *store.Run, key string, attempt int, at *time.Time)
 	}
 	return river.InsertManyParams{
 		Args: StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt,
-			Reorg: run.Journal == store.ReorgJournal},
+			Reorg: run.Journal == store.ReorgJournal}.jobArgs(), // first_step.go
 		InsertOpts: opts,
 	}
 }

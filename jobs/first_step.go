@@ -8,13 +8,16 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// FirstStepArgs is the job of a step enqueued together with its run's
-// claim: attempt 1 of a step of the run's first attempt. It is StepArgs
-// without the two attempts, which are 1 by construction.
+// FirstStepArgs is the job of attempt 1 of a step of a run's first
+// attempt: StepArgs without the two attempts, which are 1 by
+// construction. Every such job has this shape, the one enqueued with the
+// claim (hence the name) and each successor a step's outcome enqueues;
+// retries, `runs retry` and on_reorg responses use StepArgs.
 //
-// It exists for the claim path's cost: River keeps a GIN index on every
-// job's args, and each key is an entry in it per job. Two keys fewer made
-// River's COPY of a claim batch's jobs about a quarter cheaper (see
+// It exists for cost: River keeps a GIN index on every job's args, and
+// each key is an entry in it per job, written when the job is inserted and
+// again when completing it rewrites the row. Two keys fewer made River's
+// COPY of a claim batch's jobs about a quarter cheaper (see
 // docs/BENCHMARKS.md, "The claim path alone"). It is a kind of its own,
 // not StepArgs with omitted fields, so that a process of an older version
 // never reads it as attempt 0 and drops it as stale: without a worker for
@@ -35,15 +38,24 @@ func (a FirstStepArgs) step() StepArgs {
 	return StepArgs{RunID: a.RunID, StepKey: a.StepKey, Generation: a.Generation, RunAttempt: 1, Attempt: 1}
 }
 
-// firstStepJobs turns the jobs of first attempts (run and step) of a run's
-// own journal into FirstStepArgs jobs, with the same insert options.
-func firstStepJobs(jobs []river.InsertManyParams) []river.InsertManyParams {
-	for i, j := range jobs {
-		if a, ok := j.Args.(StepArgs); ok && a.RunAttempt == 1 && a.Attempt == 1 && !a.Reorg {
-			jobs[i].Args = FirstStepArgs{RunID: a.RunID, StepKey: a.StepKey, Generation: a.Generation}
-		}
+// jobArgs is the River args of a step job: FirstStepArgs for a first
+// attempt (step and run) of a run's own journal, else a.
+func (a StepArgs) jobArgs() river.JobArgs {
+	if a.RunAttempt == 1 && a.Attempt == 1 && !a.Reorg {
+		return FirstStepArgs{RunID: a.RunID, StepKey: a.StepKey, Generation: a.Generation}
 	}
-	return jobs
+	return a
+}
+
+// stepKeyOf is the step key a step job's args carry.
+func stepKeyOf(args river.JobArgs) string {
+	switch a := args.(type) {
+	case FirstStepArgs:
+		return a.StepKey
+	case StepArgs:
+		return a.StepKey
+	}
+	return ""
 }
 
 // firstStepWorker works FirstStepArgs jobs as the step worker works the
