@@ -121,13 +121,13 @@ func (s *Service) replaceChain(ctx context.Context, n *netState, lease store.Lea
 		if err := store.FenceLease(ctx, tx, lease); err != nil {
 			return err
 		}
-		ids, err := store.ReplaceChain(ctx, tx, rec, id, oldGenesis)
+		replaced, err := store.ReplaceChain(ctx, tx, store.ChainReplacement{ID: id, OldGenesis: oldGenesis, Reorg: &rec})
 		if err != nil {
 			return err
 		}
-		orphaned = len(ids)
+		orphaned = len(replaced.Orphaned)
 		if s.cfg.OnReorg != nil {
-			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: ids, OldHash: rec.OldHash, NewHash: rec.NewHash}
+			r := Reorg{ChainID: id.ChainID, ForkBlock: 0, Depth: rec.Depth, OrphanedRuns: replaced.Orphaned, OldHash: rec.OldHash, NewHash: rec.NewHash}
 			if err := s.cfg.OnReorg(ctx, tx, r); err != nil {
 				return fmt.Errorf("on_reorg hook: %w", err)
 			}

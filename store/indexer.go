@@ -340,35 +340,111 @@ func RecordChainIdentity(ctx context.Context, tx pgx.Tx, id ChainIdentity) error
 	return nil
 }
 
-// ReplaceChain forgets everything the indexer knew about a chain id whose
-// node now serves another chain (or one that shares no block with the
-// window), in tx: it is recorded as a reorg from block 0 (every run of the
-// chain is orphaned, see ApplyReorg), the window is emptied (the head
-// tracker seeds it again) and every cursor of the chain is deleted, so each
-// trigger starts again at its configured start block. When the genesis
-// changed (oldGenesis is not "" and differs from id.Genesis), the old
-// chain's runs have their trigger keys qualified with its genesis hash: the
-// new chain's occurrences (whose transaction hashes can repeat the old
-// chain's, a fresh dev node replaying the same transactions) are then new
-// runs. It returns the orphaned run ids.
-func ReplaceChain(ctx context.Context, tx pgx.Tx, r ReorgRecord, id ChainIdentity, oldGenesis string) ([]uuid.UUID, error) {
-	r.ChainID, r.ForkBlock = id.ChainID, 0
-	orphaned, err := ApplyReorg(ctx, tx, r, nil, 0)
-	if err != nil {
-		return nil, err
+// ChainReplacement is a chain id whose node now serves another chain (or
+// one that shares no block with the window), and how ReplaceChain retires
+// the chain it served before.
+type ChainReplacement struct {
+	// ID is the chain the chain id serves now.
+	ID ChainIdentity
+	// OldGenesis is the genesis recorded for the previous chain ("" none).
+	OldGenesis string
+	// Reorg, when set, records the replacement as a reorg from block 0
+	// (its ChainID and ForkBlock are set here): every run of the chain is
+	// orphaned (see ApplyReorg), so its on_reorg responses start. That is
+	// what a production node replaced under the same chain id means. Nil
+	// discards the previous chain without a reorg: rflow dev's embedded
+	// chain is new on every start by construction, so its previous
+	// session's runs stay in history as they are (the caller ends the
+	// ones still in flight, see ReplacedChain.Live).
+	Reorg *ReorgRecord
+	// Qualifier, when set, is appended ("@" + Qualifier) to the previous
+	// chain's trigger keys; empty: OldGenesis when it differs from
+	// ID.Genesis, else the keys stay as they are.
+	Qualifier string
+}
+
+// ReplacedChain is what ReplaceChain did to the previous chain's runs.
+type ReplacedChain struct {
+	// Orphaned are the runs a recorded reorg orphaned (Reorg set).
+	Orphaned []uuid.UUID
+	// Qualified counts the runs whose trigger keys were qualified.
+	Qualified int
+	// Live are the qualified runs that had not finished.
+	Live []uuid.UUID
+}
+
+// ReplaceChain forgets everything the indexer knew about c.ID's chain id,
+// in tx: with c.Reorg it is recorded as a reorg from block 0, else the
+// chain's window and cursors are only dropped (no reorg, no run orphaned).
+// Either way the window is emptied (the head tracker seeds it again) and
+// every cursor of the chain is deleted, so each trigger starts again at its
+// configured start block. The previous chain's runs have their trigger keys
+// qualified (see ChainReplacement.Qualifier): the new chain's occurrences
+// (whose transaction hashes and block numbers can repeat the old chain's, a
+// fresh dev node replaying the same transactions) are then new runs.
+func ReplaceChain(ctx context.Context, tx pgx.Tx, c ChainReplacement) (ReplacedChain, error) {
+	var out ReplacedChain
+	id := c.ID
+	if c.Reorg != nil {
+		r := *c.Reorg
+		r.ChainID, r.ForkBlock = id.ChainID, 0
+		orphaned, err := ApplyReorg(ctx, tx, r, nil, 0)
+		if err != nil {
+			return out, err
+		}
+		out.Orphaned = orphaned
+	} else {
+		// The cursor locks first, as in ApplyReorg: an ingester holding
+		// its cursor row finishes before the window goes.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM indexer.cursors WHERE chain_id = $1 ORDER BY task, phase FOR UPDATE`,
+			id.ChainID); err != nil {
+			return out, fmt.Errorf("lock chain %d cursors: %w", id.ChainID, err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM indexer.blocks WHERE chain_id = $1`, id.ChainID); err != nil {
+			return out, fmt.Errorf("drop the window of chain %d: %w", id.ChainID, err)
+		}
 	}
-	if oldGenesis != "" && oldGenesis != id.Genesis {
-		if _, err := tx.Exec(ctx, `
+	qualifier := c.Qualifier
+	if qualifier == "" && c.OldGenesis != "" && c.OldGenesis != id.Genesis {
+		qualifier = c.OldGenesis
+	}
+	if qualifier != "" {
+		rows, err := tx.Query(ctx, `
 			UPDATE rflow.workflow_runs SET trigger_key = trigger_key || '@' || $2, updated_at = now()
-			WHERE chain_id = $1 AND trigger_key NOT LIKE '%@%'`, id.ChainID, oldGenesis); err != nil {
-			return nil, fmt.Errorf("qualify trigger keys of replaced chain %d: %w", id.ChainID, err)
+			WHERE chain_id = $1 AND trigger_key NOT LIKE '%@%'
+			RETURNING id, status`, id.ChainID, qualifier)
+		if err != nil {
+			return out, fmt.Errorf("qualify trigger keys of replaced chain %d: %w", id.ChainID, err)
+		}
+		var runID uuid.UUID
+		var status RunStatus
+		if _, err := pgx.ForEachRow(rows, []any{&runID, &status}, func() error {
+			out.Qualified++
+			if !status.Terminal() {
+				out.Live = append(out.Live, runID)
+			}
+			return nil
+		}); err != nil {
+			return out, fmt.Errorf("qualify trigger keys of replaced chain %d: %w", id.ChainID, err)
 		}
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM indexer.cursors WHERE chain_id = $1`, id.ChainID); err != nil {
-		return nil, fmt.Errorf("reset cursors of chain %d: %w", id.ChainID, err)
+		return out, fmt.Errorf("reset cursors of chain %d: %w", id.ChainID, err)
 	}
 	if err := RecordChainIdentity(ctx, tx, id); err != nil {
-		return nil, err
+		return out, err
 	}
-	return orphaned, nil
+	return out, nil
+}
+
+// EndDiscardedRun records why a run of a discarded chain (see
+// ChainReplacement.Reorg) ended, unless its error already says something
+// (a cancelled send's note).
+func EndDiscardedRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) error {
+	if _, err := tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs SET error = $2, updated_at = now() WHERE id = $1 AND error IS NULL`,
+		id, reason); err != nil {
+		return fmt.Errorf("note the end of run %s: %w", id, err)
+	}
+	return nil
 }

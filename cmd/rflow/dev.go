@@ -25,6 +25,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/examples/quickstart"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -132,6 +133,10 @@ func dev(c *cli.Context) error {
 		return err
 	}
 	defer ch.close()
+	discarded, err := discardPreviousDevChain(ctx, db, ch)
+	if err != nil {
+		return err
+	}
 
 	path := src.path
 	if path == "" {
@@ -177,6 +182,10 @@ func dev(c *cli.Context) error {
 	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
 	dir := filepath.Dir(path)
 	view.banner(project, src.desc, dir, db, ch, endpoint.url, ln)
+	if discarded.Discarded {
+		view.printf("new dev chain: the previous session's chain is gone; its %d runs stay in history, %d in-flight runs were ended",
+			discarded.Runs, discarded.Ended)
+	}
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
 	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
@@ -284,7 +293,9 @@ type devChain struct {
 	contract   common.Address
 	startBlock uint64
 	walletKey  string // empty: from the environment
-	close      func()
+	// embedded is a dev chain rflow dev started: new on every start.
+	embedded bool
+	close    func()
 }
 
 func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *slog.Logger) (*devChain, error) {
@@ -302,7 +313,7 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 			desc += fmt.Sprintf(" (pid %d)", ch.Pid)
 		}
 		return &devChain{desc: desc, url: ch.URL, chainID: ch.ChainID, contract: ch.Contract,
-			walletKey: ch.WalletKey, close: func() { _ = ch.Close() }}, nil
+			walletKey: ch.WalletKey, embedded: true, close: func() { _ = ch.Close() }}, nil
 	case contract == "":
 		ch, err := devchain.Attach(ctx, rpcURL, opts)
 		if err != nil {
@@ -327,6 +338,33 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 		return &devChain{desc: "your node, watching your Emitter from its head", url: rpcURL, chainID: id.Int64(),
 			contract: common.HexToAddress(contract), startBlock: head, close: func() {}}, nil
 	}
+}
+
+// discardPreviousDevChain retires what the database knew of the previous
+// session's dev chain (see jobs.DiscardChain) when ch is one rflow dev
+// started: that chain is gone for good, which is no reorg. With --rpc the
+// node is yours and may really have reorged: the production rules apply.
+func discardPreviousDevChain(ctx context.Context, db *database, ch *devChain) (jobs.DiscardedChain, error) {
+	if !ch.embedded {
+		return jobs.DiscardedChain{}, nil
+	}
+	if _, err := store.Migrate(ctx, db.Pool, nil); err != nil {
+		return jobs.DiscardedChain{}, err
+	}
+	client, err := ethclient.DialContext(ctx, ch.url)
+	if err != nil {
+		return jobs.DiscardedChain{}, fmt.Errorf("dev chain %s: %w", ch.url, err)
+	}
+	defer client.Close()
+	// The node's own hash of block 0, as the head tracker records it
+	// (not one recomputed from the header's fields).
+	var genesis struct {
+		Hash common.Hash `json:"hash"`
+	}
+	if err := client.Client().CallContext(ctx, &genesis, "eth_getBlockByNumber", "0x0", false); err != nil {
+		return jobs.DiscardedChain{}, fmt.Errorf("dev chain %s: genesis: %w", ch.url, err)
+	}
+	return jobs.DiscardChain(ctx, db.Pool, ch.chainID, genesis.Hash.Hex())
 }
 
 // devEndpoint is the local HTTP endpoint the quickstart's steps call.
