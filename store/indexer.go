@@ -438,11 +438,11 @@ func ReplaceChain(ctx context.Context, tx pgx.Tx, c ChainReplacement) (ReplacedC
 }
 
 // EndDiscardedRun records why a run of a discarded chain (see
-// ChainReplacement.Reorg) ended, unless its error already says something
-// (a cancelled send's note).
+// ChainReplacement.Reorg) ended, ahead of what its error already says (a
+// cancelled send's note).
 func EndDiscardedRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) error {
 	if _, err := tx.Exec(ctx, `
-		UPDATE rflow.workflow_runs SET error = $2, updated_at = now() WHERE id = $1 AND error IS NULL`,
+		UPDATE rflow.workflow_runs SET error = $2 || COALESCE('; ' || error, ''), updated_at = now() WHERE id = $1`,
 		id, reason); err != nil {
 		return fmt.Errorf("note the end of run %s: %w", id, err)
 	}
