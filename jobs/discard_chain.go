@@ -14,6 +14,9 @@ import (
 // DiscardedRunError is the error of a run DiscardChain ended.
 const DiscardedRunError = "the dev chain it came from was discarded when rflow dev restarted (its chain is gone, so the run can never finish)"
 
+// DiscardedTxError is the error of a send DiscardChain ended.
+const DiscardedTxError = "the dev chain it was sent on was discarded when rflow dev restarted: nothing of it can be mined any more"
+
 // DiscardedChain is what DiscardChain did.
 type DiscardedChain struct {
 	// Discarded is false when there was nothing to discard: no chain was
@@ -32,8 +35,10 @@ type DiscardedChain struct {
 // recorded as a reorg and no run is orphaned, so no on_reorg response
 // starts: the previous chain's runs stay as they ended, their trigger keys
 // qualified so the new chain's identical logs become runs of their own,
-// and the ones in flight are cancelled (see CancelRun: a send waiting on
-// its transaction is cancelled too) with DiscardedRunError. It needs no
+// and the ones in flight are cancelled (see CancelRun) with
+// DiscardedRunError. The chain's sends not final are ended with
+// DiscardedTxError and its wallet nonces forgotten (see
+// store.EndDiscardedChainTxs). It needs no
 // engine and must run before the engine reads the chain.
 func DiscardChain(ctx context.Context, pool *pgxpool.Pool, chainID int64, genesis string) (DiscardedChain, error) {
 	var out DiscardedChain
@@ -68,6 +73,11 @@ func DiscardChain(ctx context.Context, pool *pgxpool.Pool, chainID int64, genesi
 			return err
 		}
 		out.Runs = replaced.Qualified
+		// The sends first: cancelling a run then finds its send ended
+		// instead of asking the relayer for a no-op on the new chain.
+		if _, err := store.EndDiscardedChainTxs(ctx, tx, chainID, DiscardedTxError); err != nil {
+			return err
+		}
 		for _, id := range replaced.Live {
 			run, err := CancelRun(ctx, tx, id)
 			if err != nil {

@@ -627,3 +627,24 @@ func RelayerNonceInFlight(ctx context.Context, q DBTX, address string, chainID, 
 	}
 	return held, nil
 }
+
+// EndDiscardedChainTxs ends, cancelled with reason, every send of chainID
+// that is not final, and forgets the chain's wallet nonces, in tx: they
+// belong to a chain that is gone (rflow dev's discarded dev chain, see
+// ChainReplacement.Reorg), where nothing of them can be mined any more, and
+// the new chain under the same id starts every wallet at its own pending
+// nonce. Their relayer jobs, seeing them final, stop; a run cancelled after
+// this finds them ended and sends no no-op on the new chain. It returns how
+// many sends it ended.
+func EndDiscardedChainTxs(ctx context.Context, tx pgx.Tx, chainID int64, reason string) (int64, error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE relayer.transactions SET status = 'cancelled', error = $2, finished_at = now(), updated_at = now()
+		WHERE chain_id = $1 AND status IN ('pending', 'in_mempool', 'mined')`, chainID, reason)
+	if err != nil {
+		return 0, fmt.Errorf("end the sends of discarded chain %d: %w", chainID, err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM relayer.nonces WHERE chain_id = $1`, chainID); err != nil {
+		return 0, fmt.Errorf("forget the wallet nonces of discarded chain %d: %w", chainID, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -157,6 +157,17 @@ on_reorg:
 	require.Zero(t, query(dbURL, `SELECT count(*) FROM rflow.reorg_runs`), "an on_reorg response was started")
 	require.Zero(t, query(dbURL, `SELECT count(*) FROM rflow.workflow_runs WHERE orphaned_at IS NOT NULL`), "a run was orphaned")
 	require.Equal(t, old, completed+ended, "the previous session's runs are left as they ended")
+	require.Equal(t, ended, query(dbURL, `SELECT count(*) FROM rflow.workflow_runs
+		WHERE trigger_key LIKE '%@%' AND status = 'cancelled' AND starts_with(error, $1)`, jobs.DiscardedRunError),
+		"a cancelled run's error still says why, after the new session's relayer ran")
+	// The old chain's sends ended with it: no no-op was sent on the new
+	// chain for a send of the old one.
+	require.Zero(t, query(dbURL, `SELECT count(*) FROM relayer.broadcasts WHERE kind = 'cancel'`),
+		"a cancelling no-op was broadcast on the new chain")
+	require.Zero(t, query(dbURL, `SELECT count(*) FROM relayer.transactions t
+		WHERE status IN ('pending', 'in_mempool', 'mined') AND EXISTS (SELECT 1 FROM rflow.workflow_runs r
+		WHERE t.external_id LIKE 'rflow:' || r.id || ':%' AND r.trigger_key LIKE '%@%')`),
+		"a send of the old chain is still in flight")
 	stop(cmd)
 	require.Zero(t, sunk.Load(), "an on_reorg http_call reached the sink")
 	for _, s := range []string{"reorg", "chain replaced", "orphaned run", "level=ERROR"} {
