@@ -109,12 +109,8 @@ type ReorgRecord struct {
 // on), returns wait_for candidates past the fork to waiting, marks runs
 // whose triggering block is no longer canonical as orphaned, and inserts the indexer.reorgs row. It returns the orphaned run ids.
 func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []IndexedBlock, keep int64) ([]uuid.UUID, error) {
-	// Lock every cursor of the chain first: an ingester holding its cursor
-	// row finishes (and its advance is then seen and rewound) before the
-	// window changes under it.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM indexer.cursors WHERE chain_id = $1 ORDER BY task, phase FOR UPDATE`,
-		r.ChainID); err != nil {
-		return nil, fmt.Errorf("lock chain %d cursors: %w", r.ChainID, err)
+	if err := lockChainCursors(ctx, tx, r.ChainID); err != nil {
+		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `
 		UPDATE indexer.cursors SET block = $2 - 1, updated_at = now()
@@ -151,6 +147,17 @@ func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []Index
 		return nil, fmt.Errorf("record reorg on chain %d: %w", r.ChainID, err)
 	}
 	return orphaned, nil
+}
+
+// lockChainCursors locks every cursor of the chain, first in a transaction
+// that changes its window: an ingester holding its cursor row finishes (and
+// its advance is then seen and rewound) before the window changes under it.
+func lockChainCursors(ctx context.Context, tx pgx.Tx, chainID int64) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM indexer.cursors WHERE chain_id = $1 ORDER BY task, phase FOR UPDATE`,
+		chainID); err != nil {
+		return fmt.Errorf("lock chain %d cursors: %w", chainID, err)
+	}
+	return nil
 }
 
 // Reorgs returns chainID's recorded reorgs, newest first (at most limit).
@@ -394,11 +401,8 @@ func ReplaceChain(ctx context.Context, tx pgx.Tx, c ChainReplacement) (ReplacedC
 		}
 		out.Orphaned = orphaned
 	} else {
-		// The cursor locks first, as in ApplyReorg: an ingester holding
-		// its cursor row finishes before the window goes.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM indexer.cursors WHERE chain_id = $1 ORDER BY task, phase FOR UPDATE`,
-			id.ChainID); err != nil {
-			return out, fmt.Errorf("lock chain %d cursors: %w", id.ChainID, err)
+		if err := lockChainCursors(ctx, tx, id.ChainID); err != nil {
+			return out, err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM indexer.blocks WHERE chain_id = $1`, id.ChainID); err != nil {
 			return out, fmt.Errorf("drop the window of chain %d: %w", id.ChainID, err)
