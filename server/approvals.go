@@ -101,7 +101,12 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
-	ap, err := store.ApprovalByRef(r.Context(), s.pool, r.PathValue("id"))
+	ref, aerr := approvalRef(r)
+	if aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	ap, err := store.ApprovalByRef(r.Context(), s.pool, ref)
 	if err != nil {
 		s.fail(w, r, approvalLookupError(err))
 		return
@@ -129,7 +134,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		if req.By == "" {
 			req.By = "api"
 		}
-		ap, err := store.ApprovalByRef(ctx, tx, r.PathValue("id"))
+		ref, aerr := approvalRef(r)
+		if aerr != nil {
+			return 0, nil, aerr
+		}
+		ap, err := store.ApprovalByRef(ctx, tx, ref)
 		if err != nil {
 			return 0, nil, approvalLookupError(err)
 		}
@@ -147,6 +156,17 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 }
 
 // approvalLookupError maps an ambiguous short id to 409 with the matches.
+// approvalRef is the path's approval id, a UUID or its short id; anything
+// else is a 400, as a malformed run id is.
+func approvalRef(r *http.Request) (string, *apiError) {
+	ref := r.PathValue("id")
+	if _, err := uuid.Parse(ref); err != nil && !store.IsShortID(ref) {
+		return "", &apiError{status: http.StatusBadRequest, code: "bad_approval_id",
+			message: fmt.Sprintf("%q is not an approval id (a uuid, or its %d-character short id)", ref, store.ShortIDLen)}
+	}
+	return ref, nil
+}
+
 func approvalLookupError(err error) error {
 	var amb *store.AmbiguousShortIDError
 	if errors.As(err, &amb) {

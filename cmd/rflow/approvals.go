@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"io"
 	"os"
 	"os/user"
@@ -127,6 +128,9 @@ func decide(c *cli.Context, approve bool) error {
 		return usagef("%s takes exactly one approval id", commandPath(c))
 	}
 	arg := c.Args().First()
+	if _, err := uuid.Parse(arg); err != nil && !isShortID(arg) {
+		return usagef("%q is not an approval id (a UUID, or its short id: its last %d characters, as `rflow approvals` prints it)", arg, store.ShortIDLen)
+	}
 	if err := checkOutput(c); err != nil {
 		return err
 	}

@@ -84,6 +84,8 @@ func TestUsageErrorsNameTheCommand(t *testing.T) {
 		{[]string{"budgets", "ls", "refunds"}, `budgets ls takes no arguments, got "refunds"`},
 		{[]string{"approvals", "list", "x"}, `approvals list takes no arguments, got "x"`},
 		{[]string{"runs", "show"}, "rflow: runs show takes exactly one run id"},
+		{[]string{"approve", "zzz"}, `"zzz" is not an approval id (a UUID, or its short id: its last 8 characters`},
+		{[]string{"reject", "not-an-id"}, `"not-an-id" is not an approval id`},
 		{[]string{"workflows", "pause"}, "rflow: workflows pause takes exactly one workflow name"},
 		{[]string{"runs", "prune", "--older-than", "5x"}, `--older-than: "5x" is not a duration (use e.g. 30s, 10m, 1h30m, 7d)` + "\n"},
 		{[]string{"start", "--workers", "0"}, "--workers 0: want at least 1"},
