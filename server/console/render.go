@@ -46,6 +46,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		v = view{}
 	}
 	v["Page"] = name
+	if name == "error" {
+		v["Heading"] = errorHeading(status)
+	}
 	if sess != nil {
 		v["CSRF"] = sess.csrf
 		v["LoggedIn"] = true
@@ -59,6 +62,22 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// errorHeading heads the error page: what kind of failure it was. A refused
+// action (a conflict, an expired decision) is "Not done".
+func errorHeading(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "Not found"
+	case http.StatusBadRequest:
+		return "Not understood"
+	case http.StatusForbidden:
+		return "Not allowed"
+	case http.StatusInternalServerError:
+		return "Something went wrong"
+	}
+	return "Not done"
 }
 
 // fail logs err and shows a page that names no internals.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/jobs"
@@ -62,8 +63,9 @@ func TestConsoleRefusesCrossOriginAndEscapes(t *testing.T) {
 	require.NoError(t, err)
 	res.Body.Close()
 	require.Len(t, res.Cookies(), 1)
+	cookie := res.Cookies()[0]
 	get, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/ui/?status="+url.QueryEscape("<script>x</script>"), nil)
-	get.AddCookie(res.Cookies()[0])
+	get.AddCookie(cookie)
 	res, err = c.Do(get)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)
@@ -71,5 +73,16 @@ func TestConsoleRefusesCrossOriginAndEscapes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, res.StatusCode)
 	require.NotContains(t, string(body), "<script>x</script>")
 	require.Contains(t, string(body), "&lt;script&gt;")
+	require.Contains(t, string(body), `<h1 id="heading">Not understood</h1>`)
 	require.Equal(t, "DENY", res.Header.Get("X-Frame-Options"))
+
+	// A run that does not exist is "Not found", not a refused action.
+	get, _ = http.NewRequest(http.MethodGet, b.srv.URL+"/ui/runs/"+uuid.NewString(), nil)
+	get.AddCookie(cookie)
+	res, err = c.Do(get)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusNotFound, res.StatusCode)
+	require.Contains(t, string(body), `<h1 id="heading">Not found</h1>`)
 }
