@@ -467,6 +467,24 @@ func (r *Relayer) Orphans(ctx context.Context, txID uuid.UUID) ([]Orphan, error)
 	return out, nil
 }
 
+// resolveSend is resolve for a recorded send, which must still be sent from
+// the address it was queued (and its nonce reserved) from: when the key
+// behind its wallet name changed (a new key configured, or rflow dev's
+// wallet made fresh for each session), signing with the new key would send
+// it from another account, at a nonce reserved on the old one, while the
+// old account's bytes may still be mined: two transactions for one send.
+func (r *Relayer) resolveSend(row *store.RelayerTx) (*Wallet, Backend, error) {
+	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	if err != nil {
+		return nil, nil, err
+	}
+	if from := common.HexToAddress(row.From); w.Address() != from {
+		return nil, nil, fmt.Errorf("relayer: wallet %q is now %s, but the send was queued from %s (the wallet's key changed)",
+			row.Wallet, w.Address().Hex(), from.Hex())
+	}
+	return w, b, nil
+}
+
 func (r *Relayer) resolve(wallet string, chainID uint64) (*Wallet, Backend, error) {
 	w, ok := r.cfg.Wallets[wallet]
 	if !ok {

@@ -91,7 +91,7 @@ func (r *Relayer) broadcastQueued(ctx context.Context, job *river.Job[SendArgs],
 	if !ok {
 		return false, nil
 	}
-	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	w, b, err := r.resolveSend(row)
 	if err != nil {
 		return false, nil
 	}
@@ -135,7 +135,7 @@ func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
 	if err != nil || row == nil {
 		return err
 	}
-	w, b, err := r.resolve(row.Wallet, uint64(row.ChainID))
+	w, b, err := r.resolveSend(row)
 	if err != nil {
 		if row.Nonce != nil {
 			// A nonce is reserved (and the send may be in the mempool):
