@@ -170,7 +170,7 @@ on_reorg:
 		"a send of the old chain is still in flight")
 	stop(cmd)
 	require.Zero(t, sunk.Load(), "an on_reorg http_call reached the sink")
-	for _, s := range []string{"reorg", "chain replaced", "orphaned run", "level=ERROR"} {
+	for _, s := range []string{"reorg", "chain replaced", "orphaned run", "level=ERROR", "nonce healed"} {
 		require.NotContains(t, stderr.String(), s)
 		require.NotContains(t, stdout.String(), s)
 	}
