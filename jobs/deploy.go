@@ -106,8 +106,6 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 }
 
-// byName orders workflows by name: processes deploying different files at
-// once lock the workflow rows in one order, so they cannot deadlock.
 // unknownWorkflowError is a workflow name the project does not hold: it is
 // store.ErrNotFound, with a message that lists the names there are.
 type unknownWorkflowError struct{ name, project, names string }
@@ -130,6 +128,8 @@ func workflowList(wfs []*workflow.Workflow) string {
 	return strings.Join(names, ", ")
 }
 
+// byName orders workflows by name: processes deploying different files at
+// once lock the workflow rows in one order, so they cannot deadlock.
 func byName(wfs []*workflow.Workflow) []*workflow.Workflow {
 	return slices.SortedFunc(slices.Values(wfs), func(a, b *workflow.Workflow) int { return strings.Compare(a.Name, b.Name) })
 }

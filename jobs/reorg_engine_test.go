@@ -12,20 +12,7 @@ import (
 	"github.com/rflow-dev/rflow/store"
 )
 
-const reorgStepsProject = `
-name: reorgsteps
-networks:
-  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
-contracts:
-  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
-workflows:
-  - name: credit
-    trigger:
-      event: { contract: Vault, event: Deposit, run_on: head }
-    steps:
-      - id: act
-        http_call: { method: POST, url: "%[1]s/act" }
-    on_reorg:
+const reorgStepsOnReorg = `
       - id: each
         foreach: "${{ [10, 20, 30] }}"
         steps:
@@ -55,7 +42,7 @@ func TestOnReorgStepsRunOnTheRunEngine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	recv := newReceiver(t)
-	pool, e := deployed(t, chainProject(t, fmt.Sprintf(reorgStepsProject, recv.URL), nil))
+	pool, e := deployed(t, chainProject(t, reorgtest.Project("reorgsteps", recv.URL, reorgStepsOnReorg), nil))
 	recv.mu.Lock()
 	recv.status["/flaky"] = []int{503}
 	recv.mu.Unlock()

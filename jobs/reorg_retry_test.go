@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -13,20 +12,7 @@ import (
 	"github.com/rflow-dev/rflow/store"
 )
 
-const reorgRetryProject = `
-name: reorgretry
-networks:
-  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
-contracts:
-  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
-workflows:
-  - name: credit
-    trigger:
-      event: { contract: Vault, event: Deposit, run_on: head }
-    steps:
-      - id: act
-        http_call: { method: POST, url: "%[1]s/act" }
-    on_reorg:
+const reorgRetryOnReorg = `
       - id: note
         http_call: { method: POST, url: "%[1]s/note" }
       - id: undo
@@ -46,7 +32,7 @@ func TestRetryFailedReorgResponse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	recv := newReceiver(t)
-	pool, e := deployed(t, chainProject(t, fmt.Sprintf(reorgRetryProject, recv.URL), nil))
+	pool, e := deployed(t, chainProject(t, reorgtest.Project("reorgretry", recv.URL, reorgRetryOnReorg), nil))
 	recv.mu.Lock()
 	recv.status["/undo"] = []int{500}
 	recv.mu.Unlock()

@@ -22,20 +22,7 @@ import (
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-const reorgRetryProject = `
-name: reorgretry
-networks:
-  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
-contracts:
-  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
-workflows:
-  - name: credit
-    trigger:
-      event: { contract: Vault, event: Deposit, run_on: head }
-    steps:
-      - id: act
-        http_call: { method: POST, url: "%[1]s/act" }
-    on_reorg:
+const reorgRetryOnReorg = `
       - id: undo
         http_call: { method: POST, url: "%[1]s/undo" }
         retry: { max_attempts: 1 }
@@ -60,7 +47,7 @@ func TestRunsRetryFailedReorgResponse(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
 	config := filepath.Join(dir, "rflow.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(reorgRetryProject, srv.URL)), 0o644))
+	require.NoError(t, os.WriteFile(config, []byte(reorgtest.Project("reorgretry", srv.URL, reorgRetryOnReorg)), 0o644))
 	project, err := workflow.Load(config, workflow.LoadOptions{})
 	require.NoError(t, err)
 	dbURL := storetest.URL(t)

@@ -57,3 +57,25 @@ func OrphanFork(t testing.TB, pool *pgxpool.Pool, e *jobs.Engine, fork int64) {
 			OldHash: "0xaa", NewHash: canonical[0].Hash})
 	}))
 }
+
+// Project is the YAML of a project named name whose workflow is the one
+// ClaimAtFork claims for: credit, on Vault's Deposit events on chain 31337,
+// with one step, act, POSTing to url/act, and onReorg as its on_reorg
+// steps (the YAML after "on_reorg:", from a newline; %[1]s in it stands for
+// url).
+func Project(name, url, onReorg string) string {
+	return fmt.Sprintf(`
+name: %[2]s
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1", confirmations: 0 }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: credit
+    trigger:
+      event: { contract: Vault, event: Deposit, run_on: head }
+    steps:
+      - id: act
+        http_call: { method: POST, url: "%[1]s/act" }
+    on_reorg:`+onReorg, url, name)
+}
