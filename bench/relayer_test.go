@@ -38,7 +38,7 @@ const (
 	relayerWallets = 3
 	// relayerWorkers: more workers than this only queue up on anvil, which
 	// answers one request at a time.
-	relayerWorkers = 16
+	relayerWorkers = 50
 )
 
 // BenchmarkRelayerConfirmedSends measures sends per second through the

@@ -123,6 +123,12 @@ type landing struct {
 	unrecorded bool
 }
 
+// receipt is l as the journal records it.
+func (l *landing) receipt() store.RelayerReceipt {
+	return store.RelayerReceipt{Hash: l.bc.Hash, Block: l.rc.BlockNumber.Int64(), BlockHash: l.rc.BlockHash.Hex(),
+		Status: int16(l.rc.Status), GasUsed: int64(l.rc.GasUsed)}
+}
+
 // landed looks for a receipt of any broadcast, newest first, and keeps it
 // only if its block is the canonical block at its height now: a node may
 // still serve the receipt of a block a reorg orphaned, and confirmations
@@ -218,9 +224,7 @@ func latestAt(bs []store.RelayerBroadcast, nonce int64) *store.RelayerBroadcast 
 // no-op won). A send that was mined in another block (a reorg moved it)
 // journals the block it lost first.
 func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *store.RelayerTx, l *landing) error {
-	bc, rc := l.bc, l.rc
-	rec := store.RelayerReceipt{Hash: bc.Hash, Block: rc.BlockNumber.Int64(), BlockHash: rc.BlockHash.Hex(),
-		Status: int16(rc.Status), GasUsed: int64(rc.GasUsed)}
+	bc, rec := l.bc, l.receipt()
 	journaled := row.Status == store.RelayerMined && row.Hash != nil && *row.Hash == bc.Hash &&
 		row.MinedBlockHash != nil && *row.MinedBlockHash == rec.BlockHash
 	if row.Status == store.RelayerMined && !journaled {
@@ -232,22 +236,34 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 		}
 		journaled = true
 	}
-	// A receipt is one confirmation; more need the blocks on top of it.
-	if need := uint64(max(row.Confirmations, 1)); need > 1 {
-		if l.head+1 < rc.BlockNumber.Uint64()+need {
-			if l.unrecorded {
-				if err := store.MarkBroadcastSent(ctx, r.cfg.Pool, row.TxID, job.ID, bc.Hash); err != nil {
-					return err
-				}
+	if awaitsConfirmations(row, l) {
+		if l.unrecorded {
+			if err := store.MarkBroadcastSent(ctx, r.cfg.Pool, row.TxID, job.ID, bc.Hash); err != nil {
+				return err
 			}
-			if !journaled {
-				if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
-					return err
-				}
-			}
-			return river.JobSnooze(r.cfg.PollInterval)
 		}
+		if !journaled {
+			if err := store.SetRelayerTxMined(ctx, r.cfg.Pool, row.TxID, job.ID, rec); err != nil {
+				return err
+			}
+		}
+		return river.JobSnooze(r.cfg.PollInterval)
 	}
+	r.fault("relayer.before-final")
+	return finish(ctx, r, job, row, landedFinal(row, l))
+}
+
+// awaitsConfirmations reports whether the send landed in l needs more
+// blocks on top of its own: a receipt is one confirmation.
+func awaitsConfirmations(row *store.RelayerTx, l *landing) bool {
+	need := uint64(max(row.Confirmations, 1))
+	return need > 1 && l.head+1 < l.rc.BlockNumber.Uint64()+need
+}
+
+// landedFinal is the final move of a send landed in l with every
+// confirmation it needs.
+func landedFinal(row *store.RelayerTx, l *landing) store.RelayerFinal {
+	bc, rc, rec := l.bc, l.rc, l.receipt()
 	f := store.RelayerFinal{Receipt: &rec}
 	if l.unrecorded {
 		f.Sent = bc.Hash
@@ -262,8 +278,7 @@ func (r *Relayer) mined(ctx context.Context, job *river.Job[SendArgs], row *stor
 	default:
 		f.Status, f.Error = store.RelayerFailed, fmt.Sprintf("reverted on chain in block %d", rc.BlockNumber)
 	}
-	r.fault("relayer.before-final")
-	return finish(ctx, r, job, row, f)
+	return f
 }
 
 // orphan journals the receipt of a mined send whose block left the

@@ -114,9 +114,10 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote          // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time // see chainPending
-	asking singleflight.Group        // see chainPending
+	quotes map[uint64]quote           // fee quotes by chain id, reused for marketTTL
+	synced map[walletChain]time.Time  // see chainPending
+	queues map[walletChain]*sendQueue // see firstSend
+	asking singleflight.Group         // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -126,7 +127,8 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{}}
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
+		queues: map[walletChain]*sendQueue{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -204,98 +205,12 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 	if limit == nil {
 		limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
 	}
-	chainID := uint64(row.ChainID)
-	pending, asked, err := r.chainPending(ctx, b, w.Address(), chainID)
+	pending, asked, err := r.chainPending(ctx, b, w.Address(), uint64(row.ChainID))
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	r.fault("relayer.before-nonce")
-	assigned, err := r.assignNonce(ctx, job.ID, row.TxID, nil, pending, f.capped(limit), limit)
-	if err != nil {
-		return err
-	}
-	if assigned == nil {
-		// Cancelled meanwhile (a cancel refuses the nonce), or no longer
-		// this job's: the next look settles which.
-		if row, err = r.owned(ctx, row.TxID, job.ID); err != nil || row == nil {
-			return err
-		}
-		if row.CancelRequestedAt != nil && row.Nonce == nil {
-			return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
-		}
-		return river.JobSnooze(r.cfg.PollInterval)
-	}
-	r.trusted(w.Address(), chainID, asked)
-	row = assigned
-	r.fault("relayer.after-nonce")
-	// A nonce this fresh has no bytes recorded for it yet.
-	signed, err := r.signRecord(ctx, w, row, "send", rowFees(row))
-	if err != nil {
-		return err
-	}
-	r.fault("relayer.before-send")
-	class, sendErr := r.send(ctx, b, signed)
-	r.fault("relayer.after-send")
-	if class == sendNonceTooLow || class == sendUnderpriced {
-		r.distrust(w.Address(), chainID)
-	}
-	if class.permanent() {
-		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
-	}
-	if class == sendOK || class == sendKnown {
-		if l := r.landedNow(ctx, b, row, signed); l != nil {
-			return r.mined(ctx, job, row, l)
-		}
-	}
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
-		return err
-	}
-	return river.JobSnooze(r.cfg.PollInterval)
-}
-
-// landedNowFor bounds how long the broadcast's run waits for its receipt
-// (at most the poll interval), and landedNowPause is the pause before its
-// first look, doubled before each next one. A node that mines at once (a
-// dev chain) has the receipt a few milliseconds after it accepts; on a
-// chain with blocks seconds apart this costs two or three receipt calls
-// per send.
-const (
-	landedNowFor   = 30 * time.Millisecond
-	landedNowPause = 3 * time.Millisecond
-)
-
-// landedNow looks for the receipt of a send the node just accepted, in the
-// same run: on a chain that mines at once (a dev chain, automine) it is
-// there already, and the send finishes without a second run. The broadcast
-// just signed is the only one of the send (its nonce was fresh), so this is
-// the monitor's receipt check, canonical block included, on that one
-// broadcast. It returns nil when there is no receipt yet (or no answer):
-// the next poll looks again, as it would have.
-func (r *Relayer) landedNow(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction) *landing {
-	bc := store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: "send", Nonce: *row.Nonce,
-		Gas: rowFees(row).row()}
-	deadline := time.Now().Add(min(r.cfg.PollInterval, landedNowFor))
-	wait := time.NewTimer(landedNowPause)
-	defer wait.Stop()
-	for pause := landedNowPause; ; {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-wait.C:
-		}
-		l, err := r.landed(ctx, b, row, []store.RelayerBroadcast{bc})
-		if err != nil {
-			return nil
-		}
-		if l != nil {
-			l.unrecorded = true
-			return l
-		}
-		if pause *= 2; time.Now().Add(pause).After(deadline) {
-			return nil
-		}
-		wait.Reset(pause)
-	}
+	return r.firstBroadcast(ctx, &firstSend{job: job, w: w, b: b, row: row, fees: f.capped(limit), limit: limit,
+		pending: pending, asked: asked})
 }
 
 func callMsg(row *store.RelayerTx) ethereum.CallMsg {
@@ -339,24 +254,33 @@ func (r *Relayer) current(ctx context.Context, w *Wallet, row *store.RelayerTx) 
 // signRecord signs the send (kind "send") or a 0-value self-transfer at its
 // nonce (kind "cancel") with fees f and records it before it can be sent.
 func (r *Relayer) signRecord(ctx context.Context, w *Wallet, row *store.RelayerTx, kind string, f fees) (*types.Transaction, error) {
+	signed, bc, err := sign(w, row, kind, f)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.RecordBroadcast(ctx, r.cfg.Pool, bc); err != nil {
+		return nil, err
+	}
+	return signed, nil
+}
+
+// sign is signRecord without the record: the signed transaction and the
+// broadcast row to record before it is sent.
+func sign(w *Wallet, row *store.RelayerTx, kind string, f fees) (*types.Transaction, store.RelayerBroadcast, error) {
 	to, value, data := common.HexToAddress(row.To), row.Value, row.Data
 	if kind == "cancel" {
 		to, value, data = w.Address(), new(big.Int), nil
 	}
 	signed, err := w.sign(unsigned(uint64(row.ChainID), uint64(*row.Nonce), to, value, data, f), uint64(row.ChainID))
 	if err != nil {
-		return nil, fmt.Errorf("sign %s: %w", row.TxID, err)
+		return nil, store.RelayerBroadcast{}, fmt.Errorf("sign %s: %w", row.TxID, err)
 	}
 	raw, err := signed.MarshalBinary()
 	if err != nil {
-		return nil, err
+		return nil, store.RelayerBroadcast{}, err
 	}
-	err = store.RecordBroadcast(ctx, r.cfg.Pool, store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID,
-		Kind: kind, Nonce: *row.Nonce, Gas: f.row(), Raw: raw})
-	if err != nil {
-		return nil, err
-	}
-	return signed, nil
+	return signed, store.RelayerBroadcast{Hash: signed.Hash().Hex(), TxID: row.TxID, Kind: kind, Nonce: *row.Nonce,
+		Gas: f.row(), Raw: raw}, nil
 }
 
 func decodeRaw(raw []byte) (*types.Transaction, error) {
@@ -369,7 +293,11 @@ func decodeRaw(raw []byte) (*types.Transaction, error) {
 
 // send calls eth_sendRawTransaction and sorts the outcome.
 func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction) (sendClass, error) {
-	err := b.SendTransaction(ctx, signed)
+	return r.sendOutcome(signed, b.SendTransaction(ctx, signed))
+}
+
+// sendOutcome sorts the node's answer err to eth_sendRawTransaction of signed.
+func (r *Relayer) sendOutcome(signed *types.Transaction, err error) (sendClass, error) {
 	class := classifySend(err)
 	if class == sendFeeTooLow {
 		// The base fee moved past what the quote said (a reorg onto a
@@ -431,30 +359,42 @@ func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause 
 }
 
 // finish moves the send row to a final status in one transaction, running
-// the FinalHook inside it; River's completer then completes the job when
-// Work returns. The send's status is the fence: FinishRelayerTx moves only an
-// in-flight send this job drives, under its row lock, so the hook runs once
-// however many runs of the job race; a run that comes after (a crash before
-// the completer wrote, a rescue) finds the send final and does nothing. Not
-// completing the job in this transaction (JobCompleteTx, as a step's outcome
-// does) saves a statement Postgres plans afresh on every call. Locks go
-// owner (LockOwner), send.
+// the FinalHook inside it; see finishAll.
 func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], row *store.RelayerTx, f store.RelayerFinal) error {
+	return finishAll(ctx, r, []settle{{job: job, row: row, final: f}})
+}
+
+// finishAll moves sends to their final statuses in one transaction, running
+// the FinalHook of each inside it; River's completer then completes each
+// job when its Work returns. A send's status is the fence: FinishRelayerTxs
+// moves only an in-flight send its job drives, under its row lock, so the
+// hook runs once however many runs of the job race; a run that comes after
+// (a crash before the completer wrote, a rescue) finds the send final and
+// does nothing. Not completing the jobs in this transaction (JobCompleteTx,
+// as a step's outcome does) saves a statement Postgres plans afresh on
+// every call. Locks go owners (LockOwner, in external id order, so two
+// batches never wait on each other in a cycle), then sends.
+func finishAll(ctx context.Context, r *Relayer, settles []settle) error {
 	tx, err := r.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if r.cfg.LockOwner != nil {
-		if err := r.cfg.LockOwner(ctx, tx, row.ExternalID); err != nil {
-			return fmt.Errorf("relayer lock owner of %s: %w", row.ExternalID, err)
+	settles = slices.SortedFunc(slices.Values(settles), byExternalID)
+	fs := make([]store.RelayerFinish, len(settles))
+	for i, s := range settles {
+		if r.cfg.LockOwner != nil {
+			if err := r.cfg.LockOwner(ctx, tx, s.row.ExternalID); err != nil {
+				return fmt.Errorf("relayer lock owner of %s: %w", s.row.ExternalID, err)
+			}
 		}
+		fs[i] = store.RelayerFinish{TxID: s.row.TxID, JobID: s.job.ID, Final: s.final}
 	}
-	row, err = store.FinishRelayerTx(ctx, tx, row.TxID, job.ID, f)
+	rows, err := store.FinishRelayerTxs(ctx, tx, fs)
 	if err != nil {
 		return err
 	}
-	if row != nil {
+	for _, row := range rows {
 		t, err := fromRow(row)
 		if err != nil {
 			return err

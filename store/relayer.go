@@ -1,10 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -212,12 +214,20 @@ func InFlightRelayerTxs(ctx context.Context, q DBTX, checkedBefore time.Time, li
 	if err != nil {
 		return nil, fmt.Errorf("list in-flight relayer txs: %w", err)
 	}
+	out, err := collectRelayerTxs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list in-flight relayer txs: %w", err)
+	}
+	return out, nil
+}
+
+func collectRelayerTxs(rows pgx.Rows) ([]*RelayerTx, error) {
 	defer rows.Close()
 	var out []*RelayerTx
 	for rows.Next() {
 		t, err := scanRelayerTx(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list in-flight relayer txs: %w", err)
+			return nil, err
 		}
 		out = append(out, t)
 	}
@@ -276,34 +286,82 @@ type RelayerTxGas struct {
 // statement guarantees the send is never signed.
 func AssignNonce(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, replacing *int64, chainPending uint64,
 	gas RelayerTxGas, feeCap *big.Int) (*RelayerTx, error) {
-	t, err := scanRelayerTx(q.QueryRow(ctx, `
-		WITH send AS (
-			SELECT tx_id, from_address, chain_id FROM relayer.transactions
-			WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
-				AND nonce IS NOT DISTINCT FROM $3 AND (cancel_requested_at IS NULL OR $3::bigint IS NOT NULL)
-			FOR UPDATE
+	rows, err := AssignNonces(ctx, q, chainPending, []NonceAsk{{TxID: txID, JobID: jobID, Replacing: replacing, Gas: gas, FeeCap: feeCap}})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// NonceAsk is one send's part of AssignNonces: the send, its driving job,
+// the nonce it is replacing (nil: a first assignment), the gas to sign with
+// and its fee cap.
+type NonceAsk struct {
+	TxID      uuid.UUID
+	JobID     int64
+	Replacing *int64
+	Gas       RelayerTxGas
+	FeeCap    *big.Int
+}
+
+// AssignNonces is AssignNonce for several sends of one wallet on one chain
+// in one statement: the sends that qualify (as AssignNonce's) get the next
+// nonces in asks' order, under one lock of the wallet's relayer.nonces row
+// and one advance of it by their number. It returns the sends that got one,
+// in nonce order; a send missing from the result got nothing.
+func AssignNonces(ctx context.Context, q DBTX, chainPending uint64, asks []NonceAsk) ([]*RelayerTx, error) {
+	n := len(asks)
+	txIDs, jobIDs, replacing := make([][16]byte, n), make([]int64, n), make([]*int64, n)
+	gasLimits, maxFees, tips, gasPrices, feeCaps := make([]int64, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	for i, a := range asks {
+		txIDs[i], jobIDs[i], replacing[i] = a.TxID, a.JobID, a.Replacing
+		gasLimits[i], maxFees[i], tips[i], gasPrices[i] = a.Gas.GasLimit, numeric(a.Gas.MaxFee), numeric(a.Gas.MaxPriorityFee), numeric(a.Gas.GasPrice)
+		feeCaps[i] = numeric(a.FeeCap)
+	}
+	// The sends are locked first, then the wallet's row: every send here
+	// is from one address on one chain (more than one pair would make
+	// reserved several rows and number them wrongly, so the statement
+	// refuses them by returning nothing).
+	rows, err := q.Query(ctx, `
+		WITH ask AS (
+			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::bigint[], $5::numeric[], $6::numeric[],
+				$7::numeric[], $8::numeric[]) WITH ORDINALITY
+				AS a(ask_tx, ask_job, ask_replacing, ask_gas_limit, ask_max_fee, ask_tip, ask_gas_price, ask_fee_cap, ask_order)
+		), send AS (
+			SELECT a.*, t.from_address AS send_from, t.chain_id AS send_chain
+			FROM relayer.transactions t JOIN ask a ON t.tx_id = a.ask_tx
+			WHERE t.job_id = a.ask_job AND t.status IN ('pending', 'in_mempool', 'mined')
+				AND t.nonce IS NOT DISTINCT FROM a.ask_replacing AND (t.cancel_requested_at IS NULL OR a.ask_replacing IS NOT NULL)
+			ORDER BY t.tx_id
+			FOR UPDATE OF t
+		), wallet AS (
+			SELECT min(send_from) AS address, min(send_chain) AS chain_id, count(*) AS taking FROM send
+			HAVING count(*) > 0 AND count(DISTINCT (send_from, send_chain)) = 1
 		), reserved AS (
 			INSERT INTO relayer.nonces AS n (address, chain_id, next_nonce, reconciled_at)
-			SELECT from_address, chain_id, $4::bigint + 1, now() FROM send
+			SELECT address, chain_id, $9::bigint + taking, now() FROM wallet
 			ON CONFLICT (address, chain_id) DO UPDATE
-				SET next_nonce = GREATEST(n.next_nonce, EXCLUDED.next_nonce - 1) + 1, updated_at = now()
-			RETURNING next_nonce - 1 AS taken
+				SET next_nonce = GREATEST(n.next_nonce, $9::bigint) + (SELECT taking FROM wallet), updated_at = now()
+			RETURNING next_nonce - (SELECT taking FROM wallet) AS first_taken
+		), numbered AS (
+			SELECT send.*, row_number() OVER (ORDER BY ask_order) - 1 AS ask_rank FROM send
 		)
-		UPDATE relayer.transactions SET nonce = reserved.taken, gas_limit = $5, max_fee = $6::numeric,
-			max_priority_fee = $7::numeric, gas_price = $8::numeric, fee_cap = COALESCE(fee_cap, $9::numeric),
+		UPDATE relayer.transactions SET nonce = first_taken + ask_rank, gas_limit = ask_gas_limit, max_fee = ask_max_fee,
+			max_priority_fee = ask_tip, gas_price = ask_gas_price, fee_cap = COALESCE(fee_cap, ask_fee_cap),
 			status = 'pending', tx_hash = NULL, updated_at = now(), checked_at = now()
-		FROM reserved
-		WHERE tx_id = $1
+		FROM numbered, reserved
+		WHERE tx_id = ask_tx
 		RETURNING `+relayerTxColumns,
-		txID, jobID, replacing, int64(chainPending), gas.GasLimit, numeric(gas.MaxFee), numeric(gas.MaxPriorityFee),
-		numeric(gas.GasPrice), numeric(feeCap)))
-	if errors.Is(err, ErrRelayerTxNotFound) {
-		return nil, nil
-	}
+		txIDs, jobIDs, replacing, gasLimits, maxFees, tips, gasPrices, feeCaps, int64(chainPending))
 	if err != nil {
-		return nil, fmt.Errorf("assign nonce to relayer tx %s: %w", txID, err)
+		return nil, fmt.Errorf("assign nonces to %d relayer txs: %w", n, err)
 	}
-	return t, nil
+	out, err := collectRelayerTxs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("assign nonces to %d relayer txs: %w", n, err)
+	}
+	slices.SortFunc(out, func(a, b *RelayerTx) int { return cmp.Compare(*a.Nonce, *b.Nonce) })
+	return out, nil
 }
 
 // SetRelayerTxFees records bumped fees as the send's current ones (fenced
@@ -356,23 +414,52 @@ type RelayerBroadcast struct {
 // hash twice for a send is a no-op; a hash already recorded for another send
 // is an error (a hash has exactly one owner).
 func RecordBroadcast(ctx context.Context, q DBTX, b RelayerBroadcast) error {
-	var owner uuid.UUID
-	err := q.QueryRow(ctx, `
-		WITH ins AS (
-			INSERT INTO relayer.broadcasts (hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
-			VALUES ($1, $2, $3, $4, $5, $6::numeric, $7::numeric, $8::numeric, $9)
-			ON CONFLICT (hash) DO NOTHING
-			RETURNING tx_id
-		)
-		SELECT tx_id FROM ins UNION ALL SELECT tx_id FROM relayer.broadcasts WHERE hash = $1
-		LIMIT 1`,
-		b.Hash, b.TxID, b.Kind, b.Nonce, b.Gas.GasLimit, numeric(b.Gas.MaxFee), numeric(b.Gas.MaxPriorityFee),
-		numeric(b.Gas.GasPrice), b.Raw).Scan(&owner)
-	if err != nil {
-		return fmt.Errorf("record broadcast %s: %w", b.Hash, err)
+	return RecordBroadcasts(ctx, q, []RelayerBroadcast{b})
+}
+
+// RecordBroadcasts is RecordBroadcast for several signed transactions in
+// one statement.
+func RecordBroadcasts(ctx context.Context, q DBTX, bs []RelayerBroadcast) error {
+	n := len(bs)
+	hashes, txIDs, kinds, nonces, gasLimits := make([]string, n), make([][16]byte, n), make([]string, n), make([]int64, n), make([]int64, n)
+	maxFees, tips, gasPrices, raws := make([]*string, n), make([]*string, n), make([]*string, n), make([][]byte, n)
+	for i, b := range bs {
+		hashes[i], txIDs[i], kinds[i], nonces[i], gasLimits[i] = b.Hash, b.TxID, b.Kind, b.Nonce, b.Gas.GasLimit
+		maxFees[i], tips[i], gasPrices[i], raws[i] = numeric(b.Gas.MaxFee), numeric(b.Gas.MaxPriorityFee), numeric(b.Gas.GasPrice), b.Raw
 	}
-	if owner != b.TxID {
-		return fmt.Errorf("record broadcast %s for relayer tx %s: the hash belongs to relayer tx %s", b.Hash, b.TxID, owner)
+	rows, err := q.Query(ctx, `
+		WITH b AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::bigint[], $5::bigint[], $6::numeric[], $7::numeric[],
+				$8::numeric[], $9::bytea[]) AS b(hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
+		), ins AS (
+			INSERT INTO relayer.broadcasts (hash, tx_id, kind, nonce, gas_limit, max_fee, max_priority_fee, gas_price, raw)
+			SELECT * FROM b
+			ON CONFLICT (hash) DO NOTHING
+			RETURNING hash, tx_id
+		)
+		SELECT hash, tx_id FROM ins
+		UNION ALL SELECT r.hash, r.tx_id FROM relayer.broadcasts r JOIN b ON r.hash = b.hash`,
+		hashes, txIDs, kinds, nonces, gasLimits, maxFees, tips, gasPrices, raws)
+	if err != nil {
+		return fmt.Errorf("record %d broadcasts: %w", n, err)
+	}
+	owners := map[string]uuid.UUID{}
+	var hash string
+	var owner uuid.UUID
+	_, err = pgx.ForEachRow(rows, []any{&hash, &owner}, func() error {
+		owners[hash] = owner
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record %d broadcasts: %w", n, err)
+	}
+	for _, b := range bs {
+		switch owner, ok := owners[b.Hash]; {
+		case !ok:
+			return fmt.Errorf("record broadcast %s for relayer tx %s: recorded by no one (a concurrent insert); retry", b.Hash, b.TxID)
+		case owner != b.TxID:
+			return fmt.Errorf("record broadcast %s for relayer tx %s: the hash belongs to relayer tx %s", b.Hash, b.TxID, owner)
+		}
 	}
 	return nil
 }
@@ -541,38 +628,72 @@ type RelayerFinal struct {
 // driving job: it returns the updated row, or nil when the send was already
 // final or belongs to another job (the caller is stale and must not act).
 func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64, f RelayerFinal) (*RelayerTx, error) {
-	var errMsg *string
-	if f.Error != "" {
-		errMsg = &f.Error
+	rows, err := FinishRelayerTxs(ctx, tx, []RelayerFinish{{TxID: txID, JobID: jobID, Final: f}})
+	if err != nil || len(rows) == 0 {
+		return nil, err
 	}
-	var hash, blockHash *string
-	var block, gasUsed *int64
-	var status *int16
-	if r := f.Receipt; r != nil {
-		hash, blockHash, block, gasUsed, status = &r.Hash, &r.BlockHash, &r.Block, &r.GasUsed, &r.Status
+	return rows[0], nil
+}
+
+// RelayerFinish is one send's part of FinishRelayerTxs.
+type RelayerFinish struct {
+	TxID  uuid.UUID
+	JobID int64
+	Final RelayerFinal
+}
+
+// FinishRelayerTxs is FinishRelayerTx for several sends in one statement
+// (and one more per nonce given back). It returns the sends it moved; one
+// missing from the result was final already or another job's.
+func FinishRelayerTxs(ctx context.Context, tx pgx.Tx, fs []RelayerFinish) ([]*RelayerTx, error) {
+	n := len(fs)
+	txIDs, jobIDs, statuses, errs, sims := make([][16]byte, n), make([]int64, n), make([]string, n), make([]*string, n), make([]*string, n)
+	hashes, blocks, blockHashes, receipts, gasUsed, sent := make([]*string, n), make([]*int64, n), make([]*string, n), make([]*int16, n), make([]*int64, n), make([]*string, n)
+	release := map[uuid.UUID]bool{}
+	for i, f := range fs {
+		txIDs[i], jobIDs[i], statuses[i], sims[i] = f.TxID, f.JobID, f.Final.Status, jsonText(f.Final.Simulation)
+		if f.Final.Error != "" {
+			errs[i] = &f.Final.Error
+		}
+		if r := f.Final.Receipt; r != nil {
+			hashes[i], blockHashes[i], blocks[i], gasUsed[i], receipts[i] = &r.Hash, &r.BlockHash, &r.Block, &r.GasUsed, &r.Status
+		}
+		if f.Final.Sent != "" {
+			sent[i] = &f.Final.Sent
+		}
+		if f.Final.ReleaseNonce {
+			release[f.TxID] = true
+		}
 	}
-	var sent *string
-	if f.Sent != "" {
-		sent = &f.Sent
-	}
-	t, err := scanRelayerTx(tx.QueryRow(ctx, `
-		WITH sent AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $11 AND tx_id = $1)
-		UPDATE relayer.transactions SET status = $3, error = $4, simulation = COALESCE($5, simulation),
-			tx_hash = COALESCE($6, tx_hash), mined_block = COALESCE($7, mined_block),
-			mined_block_hash = COALESCE($8, mined_block_hash), receipt_status = COALESCE($9, receipt_status),
-			gas_used = COALESCE($10, gas_used),
-			broadcast_at = CASE WHEN $11::text IS NULL THEN broadcast_at ELSE COALESCE(broadcast_at, now()) END,
+	rows, err := tx.Query(ctx, `
+		WITH f AS (
+			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $7::bigint[],
+				$8::text[], $9::smallint[], $10::bigint[], $11::text[])
+				AS f(f_tx, f_job, f_status, f_error, f_simulation, f_hash, f_block, f_block_hash, f_receipt_status, f_gas_used, f_sent)
+		), sent AS (
+			UPDATE relayer.broadcasts b SET sent_at = COALESCE(b.sent_at, now()) FROM f WHERE b.hash = f_sent AND b.tx_id = f_tx
+		)
+		UPDATE relayer.transactions SET status = f_status, error = f_error, simulation = COALESCE(f_simulation, simulation),
+			tx_hash = COALESCE(f_hash, tx_hash), mined_block = COALESCE(f_block, mined_block),
+			mined_block_hash = COALESCE(f_block_hash, mined_block_hash), receipt_status = COALESCE(f_receipt_status, receipt_status),
+			gas_used = COALESCE(f_gas_used, gas_used),
+			broadcast_at = CASE WHEN f_sent IS NULL THEN broadcast_at ELSE COALESCE(broadcast_at, now()) END,
 			finished_at = now(), updated_at = now(), checked_at = now()
-		WHERE tx_id = $1 AND job_id = $2 AND status IN ('pending', 'in_mempool', 'mined')
+		FROM f
+		WHERE tx_id = f_tx AND job_id = f_job AND status IN ('pending', 'in_mempool', 'mined')
 		RETURNING `+relayerTxColumns,
-		txID, jobID, f.Status, errMsg, f.Simulation, hash, block, blockHash, status, gasUsed, sent))
-	if errors.Is(err, ErrRelayerTxNotFound) {
-		return nil, nil
-	}
+		txIDs, jobIDs, statuses, errs, sims, hashes, blocks, blockHashes, receipts, gasUsed, sent)
 	if err != nil {
-		return nil, fmt.Errorf("finish relayer tx %s as %s: %w", txID, f.Status, err)
+		return nil, fmt.Errorf("finish %d relayer txs: %w", n, err)
 	}
-	if f.ReleaseNonce && t.Nonce != nil {
+	out, err := collectRelayerTxs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("finish %d relayer txs: %w", n, err)
+	}
+	for _, t := range out {
+		if !release[t.TxID] || t.Nonce == nil {
+			continue
+		}
 		// The refused bytes go too: the next send at this nonce may sign
 		// the very same transaction (same hash) and must own it.
 		_, err := tx.Exec(ctx, `
@@ -582,12 +703,12 @@ func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64
 				RETURNING 1
 			)
 			DELETE FROM relayer.broadcasts WHERE tx_id = $4 AND nonce = $3 AND EXISTS (SELECT 1 FROM released)`,
-			t.From, t.ChainID, *t.Nonce, txID)
+			t.From, t.ChainID, *t.Nonce, t.TxID)
 		if err != nil {
-			return nil, fmt.Errorf("release nonce %d of relayer tx %s: %w", *t.Nonce, txID, err)
+			return nil, fmt.Errorf("release nonce %d of relayer tx %s: %w", *t.Nonce, t.TxID, err)
 		}
 	}
-	return t, nil
+	return out, nil
 }
 
 // RequestRelayerTxCancel marks an in-flight send for cancellation, in q (the

@@ -1,0 +1,167 @@
+package relayer
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// batchCaller is a Backend that takes several JSON-RPC calls in one
+// request (chain.Eth does, with its failover and retries).
+type batchCaller interface {
+	BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error
+}
+
+// batchOf returns b's batchCaller: its own, or the rpc.Client under an
+// *ethclient.Client; nil when b has none, and its calls go one at a time.
+func batchOf(b Backend) batchCaller {
+	switch c := b.(type) {
+	case batchCaller:
+		return c
+	case interface{ Client() *rpc.Client }:
+		return c.Client()
+	}
+	return nil
+}
+
+// sendAll calls eth_sendRawTransaction for each of txs, in their order, in
+// one request when b batches, and returns each call's error. Re-sending
+// after an ambiguous failure is safe: the bytes are recorded and keep
+// their hash.
+func (r *Relayer) sendAll(ctx context.Context, b Backend, txs []*types.Transaction) []error {
+	errs := make([]error, len(txs))
+	bc := batchOf(b)
+	if bc == nil || len(txs) == 1 {
+		for i, tx := range txs {
+			errs[i] = b.SendTransaction(ctx, tx)
+		}
+		return errs
+	}
+	elems := make([]rpc.BatchElem, len(txs))
+	for i, tx := range txs {
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Encode(raw)}, Result: new(common.Hash)}
+	}
+	if err := bc.BatchCallContext(ctx, elems); err != nil {
+		for i := range errs {
+			errs[i] = cmpErr(errs[i], err)
+		}
+		return errs
+	}
+	for i, e := range elems {
+		errs[i] = cmpErr(errs[i], e.Error)
+	}
+	return errs
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// look is one broadcast to find the receipt of, for its send.
+type look struct {
+	row *store.RelayerTx
+	bc  store.RelayerBroadcast
+}
+
+// landedAll is landed for several sends with one broadcast each: each
+// landing, or nil (no canonical receipt yet, or no answer). When b batches
+// it asks for every receipt in one request and for the blocks they are in
+// in another.
+func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*landing {
+	out := make([]*landing, len(looks))
+	bc := batchOf(b)
+	if bc == nil || len(looks) == 1 {
+		for i, l := range looks {
+			out[i], _ = r.landed(ctx, b, l.row, []store.RelayerBroadcast{l.bc})
+		}
+		return out
+	}
+	receipts := make([]*types.Receipt, len(looks))
+	elems := make([]rpc.BatchElem, len(looks))
+	for i, l := range looks {
+		elems[i] = rpc.BatchElem{Method: "eth_getTransactionReceipt", Args: []any{common.HexToHash(l.bc.Hash)}, Result: &receipts[i]}
+	}
+	if err := bc.BatchCallContext(ctx, elems); err != nil {
+		return out
+	}
+	var blocks []*big.Int
+	var head uint64
+	for i, l := range looks {
+		if elems[i].Error != nil || receipts[i] == nil {
+			receipts[i] = nil
+			continue
+		}
+		blocks = append(blocks, receipts[i].BlockNumber)
+		if head == 0 && l.row.Confirmations > 1 {
+			// Read before the canonical check, as landed does.
+			var err error
+			if head, err = b.BlockNumber(ctx); err != nil {
+				return out
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return out
+	}
+	hashes, err := blockHashes(ctx, bc, blocks)
+	if err != nil {
+		return out
+	}
+	for i, l := range looks {
+		rc := receipts[i]
+		if rc == nil {
+			continue
+		}
+		if got, ok := hashes[rc.BlockNumber.Uint64()]; !ok || got != rc.BlockHash {
+			r.log.Warn("receipt is in a block that is no longer canonical; not counted", "external_id", l.row.ExternalID,
+				"hash", l.bc.Hash, "block", rc.BlockNumber, "block_hash", rc.BlockHash)
+			continue
+		}
+		out[i] = &landing{bc: l.bc, rc: rc, head: head}
+	}
+	return out
+}
+
+// blockHashes returns the hashes the node gives the canonical blocks at
+// numbers (a number it has no block at is missing), in one request.
+func blockHashes(ctx context.Context, bc batchCaller, numbers []*big.Int) (map[uint64]common.Hash, error) {
+	type block struct {
+		Hash common.Hash `json:"hash"`
+	}
+	var distinct []uint64
+	for _, n := range numbers {
+		if !slices.Contains(distinct, n.Uint64()) {
+			distinct = append(distinct, n.Uint64())
+		}
+	}
+	elems, got := make([]rpc.BatchElem, len(distinct)), make([]*block, len(distinct))
+	for i, n := range distinct {
+		elems[i] = rpc.BatchElem{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(n), false}, Result: &got[i]}
+	}
+	if err := bc.BatchCallContext(ctx, elems); err != nil {
+		return nil, fmt.Errorf("blocks: %w", err)
+	}
+	out := make(map[uint64]common.Hash, len(elems))
+	for i, e := range elems {
+		if e.Error == nil && got[i] != nil {
+			out[distinct[i]] = got[i].Hash
+		}
+	}
+	return out, nil
+}
