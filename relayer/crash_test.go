@@ -9,6 +9,9 @@ import (
 	"math/big"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +44,9 @@ type childSpec struct {
 	Sends       []childSend `json:"sends"`
 	// Fault is the fault point where the child kills itself ("": none).
 	Fault string `json:"fault"`
+	// OneTx queues every send in one transaction, so their jobs are
+	// fetched together and broadcast in batches.
+	OneTx bool `json:"one_tx"`
 }
 
 // runChild is a relayer process: it recovers, queues the spec's sends
@@ -89,11 +95,22 @@ func child(spec childSpec) error {
 	if _, err := r.Recover(ctx); err != nil {
 		return err
 	}
-	for _, s := range spec.Sends {
-		v, _ := new(big.Int).SetString(s.Value, 10)
+	batches := [][]childSend{spec.Sends}
+	if !spec.OneTx {
+		batches = nil
+		for _, s := range spec.Sends {
+			batches = append(batches, []childSend{s})
+		}
+	}
+	for _, sends := range batches {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: s.ExternalID, Wallet: "ops", ChainID: chainID, To: s.To, Value: v})
-			return err
+			for _, s := range sends {
+				v, _ := new(big.Int).SetString(s.Value, 10)
+				if _, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: s.ExternalID, Wallet: "ops", ChainID: chainID, To: s.To, Value: v}); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return err
@@ -124,10 +141,14 @@ func child(spec childSpec) error {
 	}
 }
 
-// killAt is a relayer fault hook that SIGKILLs the process at point.
+// killAt is a relayer fault hook that SIGKILLs the process at point, or at
+// its nth call for "point:n".
 func killAt(point string) func(string) {
+	name, nth, _ := strings.Cut(point, ":")
+	n, _ := strconv.Atoi(nth)
+	var calls atomic.Int64
 	return func(p string) {
-		if p == point {
+		if p == name && calls.Add(1) >= int64(max(n, 1)) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // SIGKILL lands first
 		}
@@ -174,6 +195,30 @@ func TestCrashAtEachPointSendsOnce(t *testing.T) {
 					To: freshAddress(t), Value: fmt.Sprint(1000 + j)})
 			}
 			requireKilled(t, startChild(t, spec, point))
+			require.NoError(t, startChild(t, spec, ""))
+			assertSentOnce(t, node, spec, 0)
+		})
+	}
+}
+
+// TestCrashMidBatchSendsOnce is TestCrashAtEachPointSendsOnce with the
+// sends queued together, and the process killed at the fourth send's
+// point: by then it is typically inside a batch of several (nonces
+// reserved for them all, bytes recorded, all sent, receipts found but not
+// written), though which batch the fourth send is in is up to timing.
+func TestCrashMidBatchSendsOnce(t *testing.T) {
+	t.Parallel()
+	points := []string{"relayer.after-nonce", "relayer.before-send", "relayer.after-send", "relayer.before-final"}
+	for i, point := range points {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			node := anviltest.Start(t, anviltest.Options{})
+			spec := childSpec{DatabaseURL: storetest.URL(t), RPC: node.URL, KeyIndex: 1 + i, OneTx: true}
+			for j := range 8 {
+				spec.Sends = append(spec.Sends, childSend{ExternalID: fmt.Sprintf("rflow:batch-crash:%s:%d", point, j),
+					To: freshAddress(t), Value: fmt.Sprint(1000 + j)})
+			}
+			requireKilled(t, startChild(t, spec, point+":4"))
 			require.NoError(t, startChild(t, spec, ""))
 			assertSentOnce(t, node, spec, 0)
 		})

@@ -263,3 +263,58 @@ func TestOrphanRelayerReceiptIsFencedAndJournaled(t *testing.T) {
 	require.Equal(t, []int64{5, 6}, []int64{orphans[0].Block, orphans[1].Block})
 	require.Equal(t, []string{"0xb5", "0xb6"}, []string{orphans[0].BlockHash, orphans[1].BlockHash})
 }
+
+// AssignNonces numbers the sends that qualify in the order asked, from the
+// chain's pending nonce or the stored next one, whichever is higher, and
+// hands out nothing for the rest: a cancelled send, one another job drives,
+// and a send from another wallet all keep no nonce and take none.
+func TestAssignNoncesNumbersOnlyQualifyingSendsInOrder(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	ctx := context.Background()
+	gas := store.RelayerTxGas{GasLimit: 21000, MaxFee: big.NewInt(10), MaxPriorityFee: big.NewInt(1)}
+	var asks []store.NonceAsk
+	for i := range 6 {
+		n := newRelayerTx(fmt.Sprint("batch", i), big.NewInt(1))
+		if i == 5 {
+			n.From = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"
+		}
+		row, _, err := store.QueueRelayerTx(ctx, pool, n)
+		require.NoError(t, err)
+		require.NoError(t, store.SetRelayerTxJob(ctx, pool, row.TxID, int64(200+i)))
+		asks = append(asks, store.NonceAsk{TxID: row.TxID, JobID: int64(200 + i), Gas: gas, FeeCap: big.NewInt(50)})
+	}
+	_, marked, err := store.RequestRelayerTxCancel(ctx, pool, "batch1")
+	require.NoError(t, err)
+	require.True(t, marked)
+	asks[2].JobID = 999 // not this job's send
+
+	// Reversed: nonces follow the order asked, not the order queued.
+	first := []store.NonceAsk{asks[4], asks[3], asks[2], asks[1], asks[0]}
+	got, err := store.AssignNonces(ctx, pool, 7, first)
+	require.NoError(t, err)
+	var keys []string
+	var nonces []int64
+	for _, row := range got {
+		keys, nonces = append(keys, row.ExternalID), append(nonces, *row.Nonce)
+		require.Equal(t, int64(21000), *row.GasLimit)
+		require.Equal(t, "50", row.FeeCap.String())
+	}
+	require.Equal(t, []string{"batch4", "batch3", "batch0"}, keys)
+	require.Equal(t, []int64{7, 8, 9}, nonces)
+
+	// A mixed batch (two wallets) is refused whole.
+	got, err = store.AssignNonces(ctx, pool, 0, []store.NonceAsk{asks[5], {TxID: asks[2].TxID, JobID: 202, Gas: gas}})
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	// The stored next nonce stands above a lower pending one, and nothing
+	// was taken for the sends refused.
+	got, err = store.AssignNonces(ctx, pool, 0, []store.NonceAsk{{TxID: asks[2].TxID, JobID: 202, Gas: gas}})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(10), *got[0].Nonce)
+	row, err := store.RelayerTxByExternalID(ctx, pool, "batch1")
+	require.NoError(t, err)
+	require.Nil(t, row.Nonce, "a cancelled send never gets a nonce")
+}
