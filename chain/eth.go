@@ -123,3 +123,14 @@ func (e *Eth) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.
 		return ec.TransactionReceipt(ctx, hash)
 	})
 }
+
+// BatchCallContext makes several JSON-RPC calls in one request, with c's
+// failover and retries: a transport failure sends the whole batch again
+// (the relayer batches only calls safe to repeat: receipts, blocks, and
+// eth_sendRawTransaction of recorded bytes). Each element's Error is the
+// node's answer to it.
+func (e *Eth) BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error {
+	return e.c.do(ctx, false, "batch", func(ctx context.Context, rc *rpc.Client) error {
+		return rc.BatchCallContext(ctx, batch)
+	})
+}

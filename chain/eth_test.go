@@ -14,6 +14,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
@@ -104,4 +105,33 @@ func TestEthBlockHashIsTheNodes(t *testing.T) {
 	require.Equal(t, blk.Hash, got)
 	_, err = c.Eth().BlockHash(ctx, big.NewInt(99))
 	require.ErrorIs(t, err, ethereum.NotFound)
+}
+
+// A batch fails over past a broken URL like a single call, and each
+// element keeps its own answer: a result, or the node's error.
+func TestEthBatchFailsOverAndKeepsEachAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	node.Mine(3)
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "upstream down", http.StatusBadGateway)
+	}))
+	t.Cleanup(bad.Close)
+	c, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{bad.URL, node.URL}, Logger: testLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	var head hexutil.Uint64
+	var receipt *struct{}
+	batch := []rpc.BatchElem{
+		{Method: "eth_blockNumber", Result: &head},
+		{Method: "eth_getTransactionReceipt", Args: []any{common.HexToHash("0x01")}, Result: &receipt},
+		{Method: "eth_sendRawTransaction", Args: []any{"0x00"}, Result: new(common.Hash)},
+	}
+	require.NoError(t, c.Eth().BatchCallContext(ctx, batch))
+	require.NoError(t, batch[0].Error)
+	require.Equal(t, node.BlockNumber(), uint64(head))
+	require.NoError(t, batch[1].Error)
+	require.Nil(t, receipt, "no such receipt is null, not an error")
+	require.Error(t, batch[2].Error, "the node refuses bytes that are no transaction")
 }

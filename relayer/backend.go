@@ -17,7 +17,11 @@ import (
 // A Backend that also has BlockHash (see blockHasher; chain.Eth does) is
 // asked for block hashes as the node reports them; otherwise the hash of
 // the header HeaderByNumber decodes is used, which is the node's on every
-// chain whose headers go-ethereum encodes exactly.
+// chain whose headers go-ethereum encodes exactly. A Backend that also
+// takes JSON-RPC batches (BatchCallContext, as chain.Eth; or an
+// *ethclient.Client, through its rpc.Client) gets the first broadcasts of
+// a batch of sends in one request and their receipts in another (see
+// firstSend); one without sends them one call at a time.
 type Backend interface {
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
 	BlockNumber(ctx context.Context) (uint64, error)

@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/rflow-dev/rflow/store"
@@ -21,12 +22,14 @@ type batchCaller interface {
 }
 
 // batchOf returns b's batchCaller: its own, or the rpc.Client under an
-// *ethclient.Client; nil when b has none, and its calls go one at a time.
+// *ethclient.Client itself (not a type wrapping one, whose own
+// SendTransaction a batch would go around); nil when b has none, and its
+// calls go one at a time.
 func batchOf(b Backend) batchCaller {
 	switch c := b.(type) {
 	case batchCaller:
 		return c
-	case interface{ Client() *rpc.Client }:
+	case *ethclient.Client:
 		return c.Client()
 	}
 	return nil
