@@ -50,7 +50,7 @@ type firstSend struct {
 	class    sendClass
 	sendErr  error
 	landing  *landing // its receipt, if the node mined it at once
-	settled  bool     // the batch's final transaction moved it (or found it moved)
+	settled  bool     // the batch wrote its outcome: final, or in the mempool (no landing)
 }
 
 // sendQueue is the first broadcasts of one wallet on one network waiting
@@ -173,15 +173,33 @@ func (r *Relayer) runBatch(ctx context.Context, batch []*firstSend) {
 		}
 	}
 	r.landedNow(ctx, accepted)
+	var unmined []store.BroadcastSent
 	var finals []settle
 	var settling []*firstSend
 	for _, s := range accepted {
-		if s.landing == nil || awaitsConfirmations(s.assigned, s.landing) {
+		if s.landing == nil {
+			unmined = append(unmined, store.BroadcastSent{TxID: s.assigned.TxID, JobID: s.job.ID, Hash: s.signed.Hash().Hex()})
+			continue
+		}
+		if awaitsConfirmations(s.assigned, s.landing) {
 			continue
 		}
 		r.fault("relayer.before-final")
 		finals = append(finals, settle{job: s.job, row: s.assigned, final: landedFinal(s.assigned, s.landing)})
 		settling = append(settling, s)
+	}
+	if len(unmined) > 0 {
+		// Accepted, not mined yet (a chain with real block times): in
+		// the mempool, for each job's next poll.
+		if err := store.MarkBroadcastsSent(ctx, r.cfg.Pool, unmined); err != nil {
+			fail(accepted, err)
+			return
+		}
+		for _, s := range accepted {
+			if s.landing == nil {
+				s.settled = true
+			}
+		}
 	}
 	if len(finals) == 0 {
 		return
@@ -214,6 +232,8 @@ func (r *Relayer) afterBatch(ctx context.Context, s *firstSend) error {
 			return finish(ctx, r, s.job, row, store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"})
 		}
 		return river.JobSnooze(r.cfg.PollInterval)
+	case s.settled && s.landing == nil:
+		return river.JobSnooze(r.cfg.PollInterval) // in the mempool
 	case s.settled:
 		return nil
 	case s.class.permanent():

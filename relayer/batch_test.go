@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/relayer"
 )
 
@@ -173,4 +174,27 @@ func TestFailingHookFailsOnlyItsOwnSendOfABatch(t *testing.T) {
 	for _, c := range counts {
 		require.Equal(t, int64(1), c)
 	}
+}
+
+// On a chain with real block times a batch finds no receipts at once: it
+// records every send as in the mempool in one write, and each send's job
+// confirms it at a later poll, once.
+func TestBurstOnTimedBlocksIsInMempoolThenConfirmed(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{node: anviltest.Options{BlockTime: time.Second}})
+	const sends = 10
+	keys := tb.queueAll(t, sends)
+	waitFor(t, "every send accepted", func() bool {
+		var accepted int
+		require.NoError(t, tb.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM relayer.transactions WHERE broadcast_at IS NOT NULL`).Scan(&accepted))
+		return accepted == sends
+	})
+	for _, k := range keys {
+		got := tb.waitFinal(t, k)
+		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+		require.True(t, got.Accepted)
+		require.Equal(t, 1, tb.finalCalls(k), k)
+	}
+	require.Equal(t, uint64(sends), tb.nonce(t), "one transaction per send")
 }

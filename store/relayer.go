@@ -468,14 +468,36 @@ func RecordBroadcasts(ctx context.Context, q DBTX, bs []RelayerBroadcast) error 
 // and moves its send to in_mempool (a send already further along stays).
 // The send's part is fenced on the driving job.
 func MarkBroadcastSent(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, hash string) error {
+	return MarkBroadcastsSent(ctx, q, []BroadcastSent{{TxID: txID, JobID: jobID, Hash: hash}})
+}
+
+// BroadcastSent is one send's part of MarkBroadcastsSent.
+type BroadcastSent struct {
+	TxID  uuid.UUID
+	JobID int64
+	Hash  string
+}
+
+// MarkBroadcastsSent is MarkBroadcastSent for several sends in one statement.
+func MarkBroadcastsSent(ctx context.Context, q DBTX, sent []BroadcastSent) error {
+	n := len(sent)
+	txIDs, jobIDs, hashes := make([][16]byte, n), make([]int64, n), make([]string, n)
+	for i, s := range sent {
+		txIDs[i], jobIDs[i], hashes[i] = s.TxID, s.JobID, s.Hash
+	}
 	_, err := q.Exec(ctx, `
-		WITH b AS (UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) WHERE hash = $3)
+		WITH s AS (
+			SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) AS s(s_tx, s_job, s_hash)
+		), b AS (
+			UPDATE relayer.broadcasts SET sent_at = COALESCE(sent_at, now()) FROM s WHERE hash = s_hash
+		)
 		UPDATE relayer.transactions SET status = CASE WHEN status = 'pending' THEN 'in_mempool' ELSE status END,
-			tx_hash = CASE WHEN status IN ('pending', 'in_mempool') THEN $3 ELSE tx_hash END,
+			tx_hash = CASE WHEN status IN ('pending', 'in_mempool') THEN s_hash ELSE tx_hash END,
 			broadcast_at = COALESCE(broadcast_at, now()), updated_at = now(), error = NULL
-		WHERE tx_id = $1 AND job_id = $2`, txID, jobID, hash)
+		FROM s
+		WHERE tx_id = s_tx AND job_id = s_job`, txIDs, jobIDs, hashes)
 	if err != nil {
-		return fmt.Errorf("mark broadcast %s sent: %w", hash, err)
+		return fmt.Errorf("mark %d broadcasts sent: %w", n, err)
 	}
 	return nil
 }
