@@ -36,8 +36,9 @@ import (
 const (
 	relayerSends   = 300
 	relayerWallets = 3
-	// relayerWorkers: more workers than this only queue up on anvil, which
-	// answers one request at a time.
+	// relayerWorkers is rflow's default (jobs.Config.Workers): a worker
+	// waiting for its wallet's batch joins the next one, so under a burst
+	// the batches grow with the workers.
 	relayerWorkers = 50
 )
 
