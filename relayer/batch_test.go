@@ -123,15 +123,18 @@ func (l *logLines) Handle(_ context.Context, r slog.Record) error {
 func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logLines) WithGroup(string) slog.Handler      { return l }
 
-func (l *logLines) saw(msg string) bool {
+func (l *logLines) saw(msg string) bool { return l.count(msg) > 0 }
+
+func (l *logLines) count(msg string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	for _, m := range l.lines {
 		if strings.Contains(m, msg) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // When one send's FinalHook fails, its batch's final transaction rolls

@@ -2,6 +2,7 @@ package relayer_test
 
 import (
 	"context"
+	"log/slog"
 	"math/big"
 	"testing"
 	"time"
@@ -61,11 +62,13 @@ func TestKeyChangedInFlightIsNotSignedByTheNewKey(t *testing.T) {
 
 	// "ops" is now key 2; a stuck send would be bumped at once.
 	tb.keyIdx = 2
-	r2 := tb.newRelayer(t, relayer.Config{BumpAfter: 50 * time.Millisecond})
+	logs := &logLines{}
+	r2 := tb.newRelayer(t, relayer.Config{BumpAfter: 50 * time.Millisecond, Logger: slog.New(logs)})
 	key2 := tb.wallet.Address()
 	stop = run(r2)
 	time.Sleep(time.Second) // many polls
 	stop()
+	require.Equal(t, 1, logs.count("relayer step will be retried"), "the key change is logged once, not at every poll")
 	got, err := tb.r.Get(ctx, ext(t, 1))
 	require.NoError(t, err)
 	require.Equal(t, relayer.StatusInMempool, got.Status, "a send of another key was settled: %+v", got)

@@ -141,7 +141,10 @@ func (r *Relayer) work(ctx context.Context, job *river.Job[SendArgs]) error {
 		if row.Nonce != nil {
 			// A nonce is reserved (and the send may be in the mempool):
 			// only this send may use it, so wait for a process that knows
-			// the wallet and network.
+			// the wallet and network. Said once per send, not per poll.
+			if row.Error != nil && *row.Error == err.Error() {
+				return river.JobSnooze(r.cfg.PollInterval)
+			}
 			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerFailed, Error: err.Error()})
