@@ -201,3 +201,36 @@ func TestBurstOnTimedBlocksIsInMempoolThenConfirmed(t *testing.T) {
 	}
 	require.Equal(t, uint64(sends), tb.nonce(t), "one transaction per send")
 }
+
+// noBatches is a provider that refuses JSON-RPC batches whole.
+type noBatches struct {
+	*ethclient.Client
+	refused atomic.Int64
+}
+
+func (n *noBatches) BatchCallContext(context.Context, []rpc.BatchElem) error {
+	n.refused.Add(1)
+	return errors.New("429: batch requests are not supported on this plan")
+}
+
+// A provider that takes no batches gets each call alone, in the same run:
+// every send of a burst still finishes in its job's first run, once.
+func TestProviderWithoutBatchesGetsCallsOneByOne(t *testing.T) {
+	t.Parallel()
+	var node *noBatches
+	tb := setup(t, setupOpts{backend: func(c *ethclient.Client) relayer.Backend {
+		node = &noBatches{Client: c}
+		return node
+	}})
+	const sends = 12
+	for _, k := range tb.queueAll(t, sends) {
+		got := tb.waitFinal(t, k)
+		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	}
+	require.Positive(t, node.refused.Load(), "some sends were batched")
+	var later int
+	require.NoError(t, tb.pool.QueryRow(context.Background(), `SELECT count(*) FROM river.river_job
+		WHERE kind = 'relayer_send' AND cardinality(attempted_by) > 1`).Scan(&later))
+	require.Zero(t, later, "a send needed a second run")
+	require.Equal(t, uint64(sends), tb.nonce(t))
+}

@@ -41,39 +41,34 @@ func batchOf(b Backend) batchCaller {
 // their hash.
 func (r *Relayer) sendAll(ctx context.Context, b Backend, txs []*types.Transaction) []error {
 	errs := make([]error, len(txs))
-	bc := batchOf(b)
-	if bc == nil || len(txs) == 1 {
+	oneByOne := func() []error {
 		for i, tx := range txs {
 			errs[i] = b.SendTransaction(ctx, tx)
 		}
 		return errs
 	}
+	bc := batchOf(b)
+	if bc == nil || len(txs) == 1 {
+		return oneByOne()
+	}
 	elems := make([]rpc.BatchElem, len(txs))
 	for i, tx := range txs {
 		raw, err := tx.MarshalBinary()
 		if err != nil {
-			errs[i] = err
-			continue
+			return oneByOne()
 		}
 		elems[i] = rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{hexutil.Encode(raw)}, Result: new(common.Hash)}
 	}
 	if err := bc.BatchCallContext(ctx, elems); err != nil {
-		for i := range errs {
-			errs[i] = cmpErr(errs[i], err)
-		}
-		return errs
+		// The request failed whole (a provider that takes no batches,
+		// say): each call alone.
+		r.log.Debug("batch of sends failed; sending one by one", "sends", len(txs), "error", err)
+		return oneByOne()
 	}
 	for i, e := range elems {
-		errs[i] = cmpErr(errs[i], e.Error)
+		errs[i] = e.Error
 	}
 	return errs
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // look is one broadcast to find the receipt of, for its send.
@@ -88,12 +83,15 @@ type look struct {
 // in another.
 func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*landing {
 	out := make([]*landing, len(looks))
-	bc := batchOf(b)
-	if bc == nil || len(looks) == 1 {
+	oneByOne := func() []*landing {
 		for i, l := range looks {
 			out[i], _ = r.landed(ctx, b, l.row, []store.RelayerBroadcast{l.bc})
 		}
 		return out
+	}
+	bc := batchOf(b)
+	if bc == nil || len(looks) == 1 {
+		return oneByOne()
 	}
 	receipts := make([]*types.Receipt, len(looks))
 	elems := make([]rpc.BatchElem, len(looks))
@@ -101,7 +99,7 @@ func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*lan
 		elems[i] = rpc.BatchElem{Method: "eth_getTransactionReceipt", Args: []any{common.HexToHash(l.bc.Hash)}, Result: &receipts[i]}
 	}
 	if err := bc.BatchCallContext(ctx, elems); err != nil {
-		return out
+		return oneByOne()
 	}
 	var blocks []*big.Int
 	var head uint64
@@ -124,7 +122,7 @@ func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*lan
 	}
 	hashes, err := blockHashes(ctx, bc, blocks)
 	if err != nil {
-		return out
+		return oneByOne()
 	}
 	for i, l := range looks {
 		rc := receipts[i]
