@@ -77,6 +77,22 @@ func (tb *testBundle) queueAll(t *testing.T, n int) []string {
 	return keys
 }
 
+// confirmedOnce waits for every send of keys (all of the wallet's) to be
+// final and checks each is confirmed, accepted, its hook run once (when
+// the bundle's relayer counts them: finals not nil) and one transaction on chain.
+func (tb *testBundle) confirmedOnce(t *testing.T, keys []string) {
+	t.Helper()
+	for _, k := range keys {
+		got := tb.waitFinal(t, k)
+		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+		require.True(t, got.Accepted, k)
+		if tb.finals != nil {
+			require.Equal(t, 1, tb.finalCalls(k), k)
+		}
+	}
+	require.Equal(t, uint64(len(keys)), tb.nonce(t), "one transaction per send")
+}
+
 // A burst of one wallet's sends goes out in batches: several signed
 // transactions per request to the node, in nonce order, each nonce used
 // once, each send confirmed once with its hook run once.
@@ -88,12 +104,7 @@ func TestBurstOfOneWalletIsBatched(t *testing.T) {
 		return counter
 	}})
 	const sends = 30
-	for _, k := range tb.queueAll(t, sends) {
-		got := tb.waitFinal(t, k)
-		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-		require.Equal(t, 1, tb.finalCalls(k), k)
-	}
-	require.Equal(t, uint64(sends), tb.nonce(t), "one transaction per send")
+	tb.confirmedOnce(t, tb.queueAll(t, sends))
 	var nonces []int64
 	rows, err := tb.pool.Query(context.Background(), `SELECT nonce FROM relayer.transactions ORDER BY nonce`)
 	require.NoError(t, err)
@@ -160,13 +171,10 @@ func TestFailingHookFailsOnlyItsOwnSendOfABatch(t *testing.T) {
 			return err
 		}})
 	require.NoError(t, err)
-	tb.r = r
+	tb.r, tb.finals = r, nil // hook_calls counts what committed
 	keys := tb.queueAll(t, sends)
 	tb.startClient(t, r)
-	for _, k := range keys {
-		got := tb.waitFinal(t, k)
-		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-	}
+	tb.confirmedOnce(t, keys)
 	require.True(t, refused.Load())
 	require.True(t, logs.saw("finalising a batch of sends failed"), "the failing hook was in a batch")
 	rows, err := tb.pool.Query(ctx, `SELECT count(*) FROM hook_calls GROUP BY external_id`)
@@ -193,13 +201,7 @@ func TestBurstOnTimedBlocksIsInMempoolThenConfirmed(t *testing.T) {
 			`SELECT count(*) FROM relayer.transactions WHERE broadcast_at IS NOT NULL`).Scan(&accepted))
 		return accepted == sends
 	})
-	for _, k := range keys {
-		got := tb.waitFinal(t, k)
-		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-		require.True(t, got.Accepted)
-		require.Equal(t, 1, tb.finalCalls(k), k)
-	}
-	require.Equal(t, uint64(sends), tb.nonce(t), "one transaction per send")
+	tb.confirmedOnce(t, keys)
 }
 
 // noBatches is a provider that refuses JSON-RPC batches whole.
@@ -223,14 +225,10 @@ func TestProviderWithoutBatchesGetsCallsOneByOne(t *testing.T) {
 		return node
 	}})
 	const sends = 12
-	for _, k := range tb.queueAll(t, sends) {
-		got := tb.waitFinal(t, k)
-		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-	}
+	tb.confirmedOnce(t, tb.queueAll(t, sends))
 	require.Positive(t, node.refused.Load(), "some sends were batched")
 	var later int
 	require.NoError(t, tb.pool.QueryRow(context.Background(), `SELECT count(*) FROM river.river_job
 		WHERE kind = 'relayer_send' AND cardinality(attempted_by) > 1`).Scan(&later))
 	require.Zero(t, later, "a send needed a second run")
-	require.Equal(t, uint64(sends), tb.nonce(t))
 }
