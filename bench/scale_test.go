@@ -95,7 +95,7 @@ func BenchmarkScale(b *testing.B) {
 // and drops their jobs, so the step measurement works only its own.
 func finishClaimed(b *testing.B, pool *pgxpool.Pool) {
 	ctx := context.Background()
-	_, err := pool.Exec(ctx, `DELETE FROM river.river_job WHERE args->>'run_id' IN (
+	_, err := pool.Exec(ctx, `DELETE FROM river.river_job WHERE coalesce(args->>'run_id', args->>0) IN (
 		SELECT id::text FROM rflow.workflow_runs WHERE workflow_name = 'claim' AND status = 'queued')`)
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `UPDATE rflow.workflow_runs SET status = 'completed', finished_at = now()

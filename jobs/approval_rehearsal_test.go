@@ -49,7 +49,7 @@ func TestLiveDecisionOfReplayGate(t *testing.T) {
 
 	jobsOfRun := func() int {
 		var n int
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE args->>'run_id' = $1
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE coalesce(args->>'run_id', args->>0) = $1
 			AND state NOT IN ('completed', 'cancelled', 'discarded')`, id.String()).Scan(&n))
 		return n
 	}

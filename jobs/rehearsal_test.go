@@ -62,7 +62,7 @@ func TestRehearsalRunsOnlyInItsQueue(t *testing.T) {
 	jobsOf := func(q string) int {
 		var n int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE queue = $1
-			AND (args->>'run_id' = $2 OR args->>'tx_id' = $3)`, q, run.ID.String(), txID.String()).Scan(&n))
+			AND (coalesce(args->>'run_id', args->>0) = $2 OR args->>'tx_id' = $3)`, q, run.ID.String(), txID.String()).Scan(&n))
 		return n
 	}
 	require.Zero(t, jobsOf("default"), "the live engine enqueued rehearsal work in its queue")

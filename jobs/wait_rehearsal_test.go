@@ -76,7 +76,7 @@ workflows:
 	require.Equal(t, store.WaitWaiting, ws[0].Status, "the live feed left the test run's wait alone")
 	require.Nil(t, ws[0].CandBlock)
 	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE args->>'run_id' = $1`, id.String()).Scan(&n))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM river.river_job WHERE coalesce(args->>'run_id', args->>0) = $1`, id.String()).Scan(&n))
 	require.Zero(t, n, "no job of the test run in the live River schema")
 
 	deliver(rehearsal)

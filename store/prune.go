@@ -52,6 +52,12 @@ func (f *PruneFilter) statusText() []string {
 	return out
 }
 
+// jobOfRun says that River job j works a step of run r: a rflow.step
+// job names its run by the key run_id, a rflow.step.first job by its
+// first element ([run id, "step/generation"], jobs.FirstStepArgs). Both
+// are lookups in River's GIN index on args.
+const jobOfRun = `(j.args @> jsonb_build_object('run_id', r.id) OR j.args ? r.id::text)`
+
 // prunable is the predicate shared by PruneRuns and CountPrunable. Besides
 // the filter it keeps two kinds of runs:
 //   - a run a River job is still working (it is pruned on a later pass);
@@ -61,7 +67,7 @@ const prunable = `
 	FROM rflow.workflow_runs r
 	WHERE r.status = ANY($1) AND r.finished_at < $2 AND ($3 = '' OR r.workflow_name = $3)
 	  AND NOT EXISTS (SELECT 1 FROM river.river_job j
-	                  WHERE j.args @> jsonb_build_object('run_id', r.id) AND j.state = 'running')
+	                  WHERE ` + jobOfRun + ` AND j.state = 'running')
 	  AND NOT (r.trigger_kind = 'cron' AND r.trigger_key = (
 	      SELECT max(c.trigger_key) FROM rflow.workflow_runs c
 	      WHERE c.workflow_name = r.workflow_name AND c.trigger_kind = 'cron'))`
@@ -90,8 +96,8 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 				LIMIT $4
 				FOR UPDATE OF r SKIP LOCKED
 			), jobs AS (
-				DELETE FROM river.river_job j USING victims v
-				WHERE j.args @> jsonb_build_object('run_id', v.id) AND j.state <> 'running'
+				DELETE FROM river.river_job j USING victims r
+				WHERE `+jobOfRun+` AND j.state <> 'running'
 			), steps AS (
 				DELETE FROM rflow.step_runs s USING victims v WHERE s.run_id = v.id
 			), runs AS (

@@ -55,14 +55,28 @@ func (f *pruneFixture) add(t *testing.T, wf, kind, key string, status store.RunS
 	_, err = f.pool.Exec(ctx, `INSERT INTO rflow.step_runs (run_id, step_key, step_id, kind, status) VALUES ($1, 's', 's', 'noop', 'completed')`, id)
 	require.NoError(t, err)
 	if jobState != "" {
-		_, err = f.pool.Exec(ctx, `
-			INSERT INTO river.river_job (kind, args, state, max_attempts, queue, attempted_at, finalized_at)
-			VALUES ('rflow.step', jsonb_build_object('run_id', $1::uuid, 'step', 's'), $2::river.river_job_state, 5, 'default', now(),
-				CASE WHEN $2 IN ('completed', 'cancelled', 'discarded') THEN now() END)`, id, jobState)
-		require.NoError(t, err)
+		// The step's first attempt, and a later one that completed.
+		f.job(t, id, "rflow.step.first", jobState)
+		f.job(t, id, "rflow.step", "completed")
 	}
 	f.ids[fmt.Sprintf("%s/%s/%s", wf, status, key)] = id
 	return id
+}
+
+// job inserts a River job of run id in state, with the args of a
+// step job of that kind: rflow.step names the run by its key run_id,
+// rflow.step.first by the first element of [run id, "step/generation"].
+func (f *pruneFixture) job(t *testing.T, id uuid.UUID, kind, state string) {
+	t.Helper()
+	args := `jsonb_build_object('run_id', $1::uuid, 'step_key', 's', 'generation', 1, 'run_attempt', 1, 'attempt', 2)`
+	if kind == "rflow.step.first" {
+		args = `jsonb_build_array($1::text, 's/1')`
+	}
+	_, err := f.pool.Exec(context.Background(), `
+		INSERT INTO river.river_job (kind, args, state, max_attempts, queue, attempted_at, finalized_at)
+		VALUES ($3, `+args+`, $2::river.river_job_state, 5, 'default', now(),
+			CASE WHEN $2 IN ('completed', 'cancelled', 'discarded') THEN now() END)`, id, state, kind)
+	require.NoError(t, err)
 }
 
 func (f *pruneFixture) exists(t *testing.T, id uuid.UUID) bool {
@@ -71,7 +85,7 @@ func (f *pruneFixture) exists(t *testing.T, id uuid.UUID) bool {
 	require.NoError(t, f.pool.QueryRow(context.Background(), `
 		SELECT (SELECT count(*) FROM rflow.workflow_runs WHERE id = $1),
 		       (SELECT count(*) FROM rflow.step_runs WHERE run_id = $1),
-		       (SELECT count(*) FROM river.river_job WHERE args->>'run_id' = $1::text)`, id).Scan(&runs, &steps, &jobs))
+		       (SELECT count(*) FROM river.river_job WHERE args->>'run_id' = $1::text OR args->>0 = $1::text)`, id).Scan(&runs, &steps, &jobs))
 	if runs == 0 {
 		require.Zero(t, steps, "the journal of pruned run %s is left", id)
 		require.Zero(t, jobs, "River jobs of pruned run %s are left", id)
@@ -98,6 +112,8 @@ func TestPruneRuns(t *testing.T) {
 	parked := f.add(t, "a", "manual", "parked", store.RunWaitingDelay, 0, "scheduled")
 	queued := f.add(t, "a", "manual", "queued", store.RunQueued, 0, "")
 	working := f.add(t, "a", "manual", "working", store.RunCompleted, old, "running")
+	retrying := f.add(t, "a", "manual", "retrying", store.RunCompleted, old, "")
+	f.job(t, retrying, "rflow.step", "running")
 	otherWf := f.add(t, "b", "manual", "b-done", store.RunCompleted, old, "")
 	cronOld := f.add(t, "b", "cron", "2026-10-01T00:00:00Z", store.RunCompleted, old, "")
 	cronNewest := f.add(t, "b", "cron", "2026-10-02T00:00:00Z", store.RunCompleted, old, "")
@@ -120,7 +136,7 @@ func TestPruneRuns(t *testing.T) {
 		require.False(t, f.exists(t, id))
 	}
 	for name, id := range map[string]uuid.UUID{"failed": oldFailed, "recent": recentDone, "parked": parked,
-		"queued": queued, "a job still works it": working, "other workflow": otherWf, "cron": cronOld, "newest cron tick": cronNewest} {
+		"queued": queued, "a first-step job still works it": working, "a step job still works it": retrying, "other workflow": otherWf, "cron": cronOld, "newest cron tick": cronNewest} {
 		require.True(t, f.exists(t, id), "pruned the %s run", name)
 	}
 
@@ -132,6 +148,7 @@ func TestPruneRuns(t *testing.T) {
 	require.False(t, f.exists(t, cronOld))
 	require.True(t, f.exists(t, cronNewest))
 	require.True(t, f.exists(t, working))
+	require.True(t, f.exists(t, retrying))
 
 	// The DLQ only when asked for.
 	n, err = store.PruneRuns(ctx, f.pool, store.PruneFilter{FinishedBefore: cutoff, Statuses: []store.RunStatus{store.RunFailed}})

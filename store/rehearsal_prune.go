@@ -134,7 +134,7 @@ func pruneRehearsal(ctx context.Context, pool *pgxpool.Pool, r Rehearsal, batch 
 				SELECT r.id FROM rflow.workflow_runs r
 				WHERE r.workflow_name = $1
 				  AND NOT EXISTS (SELECT 1 FROM river.river_job j
-				                  WHERE j.queue = $2 AND j.state = 'running' AND j.args @> jsonb_build_object('run_id', r.id))
+				                  WHERE j.queue = $2 AND j.state = 'running' AND `+jobOfRun+`)
 				LIMIT $3
 				FOR UPDATE OF r SKIP LOCKED
 			), sends AS (

@@ -58,13 +58,18 @@ func TestPruneRehearsals(t *testing.T) {
 		other = append(other, f.add(t, s2.Name(), "event", s2.TriggerKey(k), store.RunCompleted, time.Hour, "").String())
 		f.add(t, tst.Name(), "manual", tst.TriggerKey(k), store.RunCompleted, time.Hour, "")
 	}
-	// Jobs of the session in its queue: finished, scheduled, and one running.
+	// Jobs of the session in its queue: finished, scheduled, and one running
+	// (a step's first attempt: args [run id, "step/generation"]).
 	for i, state := range []string{"completed", "scheduled", "running"} {
+		kind, args := "rflow.step", `jsonb_build_object('run_id', $1::uuid)`
+		if state == "running" {
+			kind, args = "rflow.step.first", `jsonb_build_array($1::text, 's/1')`
+		}
 		_, err := f.pool.Exec(ctx, `
 			INSERT INTO river.river_job (kind, args, state, max_attempts, queue, attempted_at, finalized_at)
-			VALUES ('rflow.step', jsonb_build_object('run_id', $1::uuid), $2::river.river_job_state, 5, $3, now(),
+			VALUES ($4, `+args+`, $2::river.river_job_state, 5, $3, now(),
 				CASE WHEN $2 = 'completed' THEN now() END)`,
-			mine[i+2], state, s1.Queue())
+			mine[i+2], state, s1.Queue(), kind)
 		require.NoError(t, err)
 	}
 	liveJobs := count(t, f.pool, `SELECT count(*) FROM river.river_job WHERE queue = 'default'`)

@@ -105,7 +105,7 @@ func TestApprovalOfReplayRefusedLive(t *testing.T) {
 	gate := named[0]
 	require.Equal(t, "pending", gate.Status)
 	jobsOfRun := func() int {
-		return countRows(t, pool, `SELECT count(*) FROM river.river_job WHERE args->>'run_id' = $1
+		return countRows(t, pool, `SELECT count(*) FROM river.river_job WHERE coalesce(args->>'run_id', args->>0) = $1
 			AND state NOT IN ('completed', 'cancelled', 'discarded')`, gate.RunID.String())
 	}
 	before := jobsOfRun()

@@ -204,7 +204,7 @@ func TestReplayBesideLiveStart(t *testing.T) {
 	require.Equal(t, before, f.liveState(t))
 	queue := "replay_" + sum.Session
 	require.GreaterOrEqual(t, countRows(t, f.pool, `SELECT count(*) FROM river.river_job WHERE queue = $1`, queue), 2*n)
-	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM river.river_job j JOIN rflow.workflow_runs r ON j.args->>'run_id' = r.id::text
+	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM river.river_job j JOIN rflow.workflow_runs r ON coalesce(j.args->>'run_id', j.args->>0) = r.id::text
 		WHERE r.workflow_name = $1 AND j.queue <> $2`, rehearsal, queue), "every rehearsal step job is in its queue")
 	require.Zero(t, countRows(t, f.pool, `SELECT count(*) FROM river.river_job WHERE queue = $1 AND array_to_string(attempted_by, ',') LIKE $2`,
 		queue, fmt.Sprintf("%%-%d-%%", f.live.cmd.Process.Pid)), "the live process worked a rehearsal job")
