@@ -234,13 +234,10 @@ func (e *Engine) hold(ctx context.Context, job *river.Job[StepArgs], step *store
 	errNotHeld := errors.New("not held")
 	var h store.Hold
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		if err != nil {
-			return fmt.Errorf("complete job %d: %w", job.ID, err)
+		if err := completeStepJob(ctx, tx, job); err != nil {
+			return err
 		}
-		if done.State != rivertype.JobStateCompleted {
-			return errStale
-		}
+		var err error
 		if h, err = store.HoldStep(ctx, tx, job.Args.RunID, step.Key, step.Attempt); err != nil {
 			return err
 		}

@@ -144,16 +144,35 @@ func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advanc
 // no-op.
 func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string, fn func(pgx.Tx) error) error {
 	return e.fencedTx(ctx, job.Args, why, func(tx pgx.Tx) error {
-		done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		if err != nil {
-			return fmt.Errorf("complete job %d: %w", job.ID, err)
-		}
-		if done.State != rivertype.JobStateCompleted {
-			return errStale
+		if err := completeStepJob(ctx, tx, job); err != nil {
+			return err
 		}
 		return fn(tx)
 	})
 }
+
+// completeStepJob completes job in tx (JobCompleteTx, which locks its row)
+// and returns errStale when the job was rescued and another worker owns
+// it. JobCompleteTx decodes the completed row's args into the job's args
+// type, and a step job's StepArgs may stand for a rflow.step.first job
+// (first_step.go), whose args have another shape: the row is completed as
+// an undecoded job, since only its state is read.
+func completeStepJob(ctx context.Context, tx pgx.Tx, job *river.Job[StepArgs]) error {
+	done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, &river.Job[undecoded]{JobRow: job.JobRow})
+	if err != nil {
+		return fmt.Errorf("complete job %d: %w", job.ID, err)
+	}
+	if done.State != rivertype.JobStateCompleted {
+		return errStale
+	}
+	return nil
+}
+
+// undecoded is River job args that are never decoded (completeStepJob).
+type undecoded struct{}
+
+func (undecoded) Kind() string                { return "" }
+func (*undecoded) UnmarshalJSON([]byte) error { return nil }
 
 // fencedTx runs fn in a transaction whose fenced writes are its only
 // fence: if fn finds the run or step moved on (errStale), everything rolls
