@@ -7,10 +7,12 @@
 // with its River job (SendArgs). The job's first run simulates the send
 // (eth_estimateGas; a revert fails it with the decoded reason and sends
 // nothing), reserves a nonce under a row lock and persists it before
-// signing, records the signed bytes, and sends them. Its later runs, one per
-// poll, look for the receipt and confirmations, bump fees at the same nonce
-// when the send is stuck (new hash, same tx_id), heal a nonce someone else
-// used, and expire or cancel a send with a same-nonce no-op. Every step is
+// signing, records the signed bytes, and sends them; concurrent first runs
+// of one wallet do this together, in batches (see firstSend). Its later
+// runs, one per poll, look for the receipt and confirmations, bump fees at
+// the same nonce when the send is stuck (new hash, same tx_id), heal a
+// nonce someone else used, and expire or cancel a send with a same-nonce
+// no-op. Every step is
 // safe to repeat after a crash: a reserved nonce always belongs to its send,
 // and re-sending recorded bytes cannot make a second transaction.
 //
