@@ -33,6 +33,51 @@ workflows:
         send: { wallet: ops, network: local, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(1) }}" }
 `
 
+// sendCrash is a crash test of sends through `rflow start`: sends manual
+// runs of sendProject from dev key key, a process with workers killed at
+// point, then a restart.
+type sendCrash struct {
+	node    anviltest.Options
+	key     int
+	point   string
+	workers int
+	sends   int
+}
+
+// run carries c out and checks every run is done and the wallet's nonce
+// moved by one per send. It returns the runs, and a pool and the node for
+// the caller's own checks, and how much 0xdEaD held before.
+func (c sendCrash) run(t *testing.T) ([]*store.Run, *pgxpool.Pool, *anviltest.Node, *big.Int) {
+	t.Helper()
+	ctx := context.Background()
+	node := anviltest.Start(t, c.node)
+	_, from := anviltest.Key(t, c.key)
+	config := filepath.Join(t.TempDir(), "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(sendProject, node.URL, "0x"+anviltest.DevKeys[c.key])), 0o644))
+	dbURL := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	before, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	paid, err := node.Client().BalanceAt(ctx, deadAddress, nil)
+	require.NoError(t, err)
+
+	enqueueManual(t, pool, config, c.sends)
+	startRflowWorkers(t, dbURL, config, c.point, c.workers).waitKilled(t, 60*time.Second)
+	p := startRflow(t, dbURL, config, "")
+	runs := waitAllDone(t, pool, c.sends, 90*time.Second)
+	p.stop(t)
+	require.Len(t, runs, c.sends)
+
+	after, err := node.Client().NonceAt(ctx, from, nil)
+	require.NoError(t, err)
+	require.Equal(t, before+uint64(c.sends), after, "exactly one transaction per send")
+	return runs, pool, node, paid
+}
+
+var deadAddress = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
+
 // TestCrashSendAtEachPoint kills `rflow start` between the send's journal
 // and the relayer insert, between the insert and the broadcast, between the
 // broadcast and the receipt, and before finality; after a restart every
@@ -43,28 +88,9 @@ func TestCrashSendAtEachPoint(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
-			_, from := anviltest.Key(t, 2)
-			config := filepath.Join(t.TempDir(), "rflow.yaml")
-			require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(sendProject, node.URL, "0x"+anviltest.DevKeys[2])), 0o644))
-			dbURL := storetest.URL(t)
-			pool, err := pgxpool.New(ctx, dbURL)
-			require.NoError(t, err)
-			defer pool.Close()
-			before, err := node.Client().NonceAt(ctx, from, nil)
-			require.NoError(t, err)
-
 			const sends = 3
-			enqueueManual(t, pool, config, sends)
-			startRflowWorkers(t, dbURL, config, point, 1).waitKilled(t, 60*time.Second)
-			p := startRflow(t, dbURL, config, "")
-			runs := waitAllDone(t, pool, sends, 90*time.Second)
-			p.stop(t)
-			require.Len(t, runs, sends)
-
-			after, err := node.Client().NonceAt(ctx, from, nil)
-			require.NoError(t, err)
-			require.Equal(t, before+sends, after, "exactly one transaction per send")
+			runs, pool, _, _ := sendCrash{node: anviltest.Options{BlockTime: 200 * time.Millisecond}, key: 2, point: point,
+				workers: 1, sends: sends}.run(t)
 			var txs int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM relayer.transactions WHERE status = 'confirmed'`).Scan(&txs))
 			require.Equal(t, sends, txs)
@@ -89,30 +115,9 @@ func TestCrashSendBurstInsideBatches(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			node := anviltest.Start(t, anviltest.Options{})
-			_, from := anviltest.Key(t, 3)
-			config := filepath.Join(t.TempDir(), "rflow.yaml")
-			require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(sendProject, node.URL, "0x"+anviltest.DevKeys[3])), 0o644))
-			dbURL := storetest.URL(t)
-			pool, err := pgxpool.New(ctx, dbURL)
-			require.NoError(t, err)
-			defer pool.Close()
-			dead := common.HexToAddress("0x000000000000000000000000000000000000dEaD")
-			paid, err := node.Client().BalanceAt(ctx, dead, nil)
-			require.NoError(t, err)
-
 			const sends = 16
-			enqueueManual(t, pool, config, sends)
-			startRflowWorkers(t, dbURL, config, point, 50).waitKilled(t, 60*time.Second)
-			p := startRflow(t, dbURL, config, "")
-			runs := waitAllDone(t, pool, sends, 90*time.Second)
-			p.stop(t)
-			require.Len(t, runs, sends)
-
-			used, err := node.Client().NonceAt(ctx, from, nil)
-			require.NoError(t, err)
-			require.Equal(t, uint64(sends), used, "exactly one transaction per send")
-			now, err := node.Client().BalanceAt(ctx, dead, nil)
+			runs, pool, node, paid := sendCrash{key: 3, point: point, workers: 50, sends: sends}.run(t)
+			now, err := node.Client().BalanceAt(ctx, deadAddress, nil)
 			require.NoError(t, err)
 			require.Equal(t, new(big.Int).Mul(big.NewInt(sends), big.NewInt(1e9)).String(), new(big.Int).Sub(now, paid).String(),
 				"each send paid once")
