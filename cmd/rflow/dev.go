@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,10 +134,6 @@ func dev(c *cli.Context) error {
 		return err
 	}
 	defer ch.close()
-	discarded, err := discardPreviousDevChain(ctx, db, ch)
-	if err != nil {
-		return err
-	}
 
 	path := src.path
 	if path == "" {
@@ -177,6 +174,11 @@ func dev(c *cli.Context) error {
 		return fmt.Errorf("the embedded quickstart project does not load: %w", err)
 	case project.Name != src.name:
 		return fmt.Errorf("%s is named %q, want %q", src.desc, project.Name, src.name)
+	}
+
+	discarded, err := discardPreviousDevChain(ctx, db, ch, project)
+	if err != nil {
+		return err
 	}
 
 	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
@@ -340,11 +342,24 @@ func startDevChain(ctx context.Context, c *cli.Context, view *devView, logger *s
 	}
 }
 
+// The chain ids of the chains rflow dev embeds: go-ethereum's simulated
+// backend and anvil.
+const (
+	simulatedChainID = 1337
+	anvilChainID     = 31337
+)
+
+// retiredGenesis is the genesis recorded for an embedded dev chain id that
+// a later session retired while it ran the other one.
+const retiredGenesis = "retired by rflow dev"
+
 // discardPreviousDevChain retires what the database knew of the previous
 // session's dev chain (see jobs.DiscardChain) when ch is one rflow dev
-// started: that chain is gone for good, which is no reorg. With --rpc the
-// node is yours and may really have reorged: the production rules apply.
-func discardPreviousDevChain(ctx context.Context, db *database, ch *devChain) (jobs.DiscardedChain, error) {
+// started: that chain is gone for good, which is no reorg. So is the other
+// embedded chain, if an earlier session ran it for the same network of
+// project (anvil installed since, or another --chain). With --rpc the node
+// is yours and may really have reorged: the production rules apply.
+func discardPreviousDevChain(ctx context.Context, db *database, ch *devChain, project *workflow.Project) (jobs.DiscardedChain, error) {
 	if !ch.embedded {
 		return jobs.DiscardedChain{}, nil
 	}
@@ -364,7 +379,28 @@ func discardPreviousDevChain(ctx context.Context, db *database, ch *devChain) (j
 	if err := client.Client().CallContext(ctx, &genesis, "eth_getBlockByNumber", "0x0", false); err != nil {
 		return jobs.DiscardedChain{}, fmt.Errorf("dev chain %s: genesis: %w", ch.url, err)
 	}
-	return jobs.DiscardChain(ctx, db.Pool, ch.chainID, genesis.Hash.Hex())
+	out, err := jobs.DiscardChain(ctx, db.Pool, ch.chainID, genesis.Hash.Hex())
+	if err != nil {
+		return out, err
+	}
+	other := int64(anvilChainID)
+	if ch.chainID == anvilChainID {
+		other = simulatedChainID
+	}
+	known, ok, err := store.GetChainIdentity(ctx, db.Pool, other)
+	if err != nil || !ok || known.Genesis == retiredGenesis || !slices.ContainsFunc(project.Networks, func(n *workflow.Network) bool {
+		return n.Name == known.Network && int64(n.ChainID) == ch.chainID
+	}) {
+		return out, err
+	}
+	retired, err := jobs.DiscardChain(ctx, db.Pool, other, retiredGenesis)
+	if err != nil {
+		return out, err
+	}
+	out.Discarded = true
+	out.Runs += retired.Runs
+	out.Ended += retired.Ended
+	return out, nil
 }
 
 // devEndpoint is the local HTTP endpoint the quickstart's steps call.

@@ -39,18 +39,29 @@ func TestDevRestartDiscardsTheDevChain(t *testing.T) {
 	t.Parallel()
 	t.Run("Simulated", func(t *testing.T) {
 		t.Parallel()
-		testDevRestart(t, devchain.BackendSimulated)
+		testDevRestart(t, devchain.BackendSimulated, devchain.BackendSimulated)
 	})
 	t.Run("Anvil", func(t *testing.T) {
 		t.Parallel()
 		if _, err := anviltest.Binary(); err != nil {
 			t.Skip(err)
 		}
-		testDevRestart(t, devchain.BackendAnvil)
+		testDevRestart(t, devchain.BackendAnvil, devchain.BackendAnvil)
+	})
+	// anvil installed between two sessions: the simulated chain (1337)
+	// is gone as well, though the new one has another chain id (31337).
+	t.Run("SimulatedThenAnvil", func(t *testing.T) {
+		t.Parallel()
+		if _, err := anviltest.Binary(); err != nil {
+			t.Skip(err)
+		}
+		testDevRestart(t, devchain.BackendSimulated, devchain.BackendAnvil)
 	})
 }
 
-func testDevRestart(t *testing.T, backend string) {
+// testDevRestart runs two rflow dev sessions on one data directory, the
+// first on backend first and the second on then.
+func testDevRestart(t *testing.T, first, then string) {
 	var sunk atomic.Int64
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sunk.Add(1)
@@ -77,7 +88,7 @@ on_reorg:
 	require.NoError(t, os.WriteFile(wf, b, 0o644))
 
 	ctx := context.Background()
-	start := func() (*exec.Cmd, *syncBuffer, *syncBuffer, string) {
+	start := func(backend string) (*exec.Cmd, *syncBuffer, *syncBuffer, string) {
 		var stdout, stderr syncBuffer
 		cmd := exec.Command(rflowBin, "dev", "--http", "127.0.0.1:0", "--emit-every", "500ms", "--chain", backend,
 			"--project", project)
@@ -121,7 +132,7 @@ on_reorg:
 
 	// Session 1: runs complete (gold deposits) and stay in flight
 	// (standard ones, in their delay).
-	cmd, stdout, _, dbURL := start()
+	cmd, stdout, _, dbURL := start(first)
 	require.NotRegexp(t, newDevChainLine, stdout.String(), "a first session discards nothing")
 	require.Eventually(t, func() bool {
 		return query(dbURL, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed'`) >= 2 &&
@@ -130,7 +141,7 @@ on_reorg:
 	stop(cmd)
 
 	// Session 2, same data directory, a new dev chain.
-	cmd, stdout, stderr, dbURL := start()
+	cmd, stdout, stderr, dbURL := start(then)
 	var line []string
 	require.Eventually(t, func() bool {
 		line = newDevChainLine.FindStringSubmatch(stdout.String())
