@@ -46,12 +46,7 @@ func TestRetryFailedReorgResponse(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond)
 
 	reorgtest.OrphanFork(t, pool, e, fork)
-	response := func() *store.Response {
-		rs, err := store.RunResponses(ctx, pool, runID)
-		require.NoError(t, err)
-		require.Len(t, rs, 1)
-		return rs[0]
-	}
+	response := func() *store.Response { return reorgtest.Response(t, pool, runID) }
 	require.Eventually(t, func() bool { return response().Status.Terminal() }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, store.RunFailed, response().Status)
 	require.Contains(t, *response().Error, "500")

@@ -1,7 +1,6 @@
 package relayer
 
 import (
-	"cmp"
 	"context"
 	"math/big"
 	"slices"
@@ -267,6 +266,11 @@ const (
 // its next poll looks again, as it would have.
 func (r *Relayer) landedNow(ctx context.Context, sends []*firstSend) {
 	deadline := time.Now().Add(min(r.cfg.PollInterval, landedNowFor))
+	looks := make([]look, len(sends))
+	for i, s := range sends {
+		looks[i] = look{row: s.assigned, bc: store.RelayerBroadcast{Hash: s.signed.Hash().Hex(), TxID: s.assigned.TxID,
+			Kind: "send", Nonce: *s.assigned.Nonce, Gas: rowFees(s.assigned).row()}}
+	}
 	sends = slices.Clone(sends)
 	wait := time.NewTimer(landedNowPause)
 	defer wait.Stop()
@@ -276,35 +280,20 @@ func (r *Relayer) landedNow(ctx context.Context, sends []*firstSend) {
 			return
 		case <-wait.C:
 		}
-		looks := make([]look, len(sends))
-		for i, s := range sends {
-			looks[i] = look{row: s.assigned, bc: store.RelayerBroadcast{Hash: s.signed.Hash().Hex(), TxID: s.assigned.TxID,
-				Kind: "send", Nonce: *s.assigned.Nonce, Gas: rowFees(s.assigned).row()}}
-		}
 		ls := r.landedAll(ctx, sends[0].b, looks)
-		waiting := sends[:0]
+		waiting, unseen := sends[:0], looks[:0]
 		for i, s := range sends {
 			if ls[i] == nil {
-				waiting = append(waiting, s)
+				waiting, unseen = append(waiting, s), append(unseen, looks[i])
 				continue
 			}
 			ls[i].unrecorded = true
 			s.landing = ls[i]
 		}
-		sends = waiting
+		sends, looks = waiting, unseen
 		if pause *= 2; time.Now().Add(pause).After(deadline) {
 			return
 		}
 		wait.Reset(pause)
 	}
 }
-
-// settle is one send's final move (see finishAll).
-type settle struct {
-	job   *river.Job[SendArgs]
-	row   *store.RelayerTx
-	final store.RelayerFinal
-}
-
-// byExternalID orders settles the way finishAll locks their owners.
-func byExternalID(a, b settle) int { return cmp.Compare(a.row.ExternalID, b.row.ExternalID) }

@@ -1,6 +1,7 @@
 package relayer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -366,6 +367,16 @@ func (r *Relayer) later(ctx context.Context, txID uuid.UUID, jobID int64, cause 
 func finish(ctx context.Context, r *Relayer, job *river.Job[SendArgs], row *store.RelayerTx, f store.RelayerFinal) error {
 	return finishAll(ctx, r, []settle{{job: job, row: row, final: f}})
 }
+
+// settle is one send's final move (see finishAll).
+type settle struct {
+	job   *river.Job[SendArgs]
+	row   *store.RelayerTx
+	final store.RelayerFinal
+}
+
+// byExternalID orders settles the way finishAll locks their owners.
+func byExternalID(a, b settle) int { return cmp.Compare(a.row.ExternalID, b.row.ExternalID) }
 
 // finishAll moves sends to their final statuses in one transaction, running
 // the FinalHook of each inside it; River's completer then completes each

@@ -381,7 +381,7 @@ func SetRelayerTxFees(ctx context.Context, q DBTX, txID uuid.UUID, jobID int64, 
 // chain's pending nonce when the wallet was used outside the relayer, and
 // returns the result. It never lowers it: every nonce below it belongs to a
 // send that will consume it on chain (its own transaction or a no-op), and
-// only the send holding a nonce may give it back (FinishRelayerTx).
+// only the send holding a nonce may give it back (FinishRelayerTxs).
 func ReconcileNonce(ctx context.Context, q DBTX, address string, chainID int64, chainPending uint64) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `
@@ -631,7 +631,7 @@ func RelayerOrphanedReceipts(ctx context.Context, q DBTX, txID uuid.UUID) ([]Rel
 	return out, rows.Err()
 }
 
-// RelayerFinal is the outcome FinishRelayerTx records.
+// RelayerFinal is the outcome FinishRelayerTxs records for a send.
 type RelayerFinal struct {
 	Status     string
 	Error      string // empty: keep NULL
@@ -646,17 +646,6 @@ type RelayerFinal struct {
 	ReleaseNonce bool
 }
 
-// FinishRelayerTx moves an in-flight send to a final status, fenced on the
-// driving job: it returns the updated row, or nil when the send was already
-// final or belongs to another job (the caller is stale and must not act).
-func FinishRelayerTx(ctx context.Context, tx pgx.Tx, txID uuid.UUID, jobID int64, f RelayerFinal) (*RelayerTx, error) {
-	rows, err := FinishRelayerTxs(ctx, tx, []RelayerFinish{{TxID: txID, JobID: jobID, Final: f}})
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	return rows[0], nil
-}
-
 // RelayerFinish is one send's part of FinishRelayerTxs.
 type RelayerFinish struct {
 	TxID  uuid.UUID
@@ -664,9 +653,11 @@ type RelayerFinish struct {
 	Final RelayerFinal
 }
 
-// FinishRelayerTxs is FinishRelayerTx for several sends in one statement
-// (and one more per nonce given back). It returns the sends it moved; one
-// missing from the result was final already or another job's.
+// FinishRelayerTxs moves in-flight sends to their final statuses in one
+// statement (and one more per nonce given back), each fenced on its driving
+// job: it returns the sends it moved; one missing from the result was
+// final already or belongs to another job (that caller is stale and must
+// not act).
 func FinishRelayerTxs(ctx context.Context, tx pgx.Tx, fs []RelayerFinish) ([]*RelayerTx, error) {
 	n := len(fs)
 	txIDs, jobIDs, statuses, errs, sims := make([][16]byte, n), make([]int64, n), make([]string, n), make([]*string, n), make([]*string, n)

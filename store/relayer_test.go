@@ -166,7 +166,11 @@ func TestFinishRelayerTxIsFencedOnTheJob(t *testing.T) {
 	finish := func(job int64, status string) *store.RelayerTx {
 		var out *store.RelayerTx
 		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			out, err = store.FinishRelayerTx(ctx, tx, row.TxID, job, store.RelayerFinal{Status: status, Error: "x"})
+			moved, err := store.FinishRelayerTxs(ctx, tx, []store.RelayerFinish{{TxID: row.TxID, JobID: job,
+				Final: store.RelayerFinal{Status: status, Error: "x"}}})
+			if len(moved) == 1 {
+				out = moved[0]
+			}
 			return err
 		}))
 		return out

@@ -75,12 +75,7 @@ func TestRunsRetryFailedReorgResponse(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return runStatus() == store.RunCompleted }, 20*time.Second, 20*time.Millisecond)
 	reorgtest.OrphanFork(t, pool, e, 5)
-	response := func() *store.Response {
-		rs, err := store.RunResponses(ctx, pool, runID)
-		require.NoError(t, err)
-		require.Len(t, rs, 1)
-		return rs[0]
-	}
+	response := func() *store.Response { return reorgtest.Response(t, pool, runID) }
 	require.Eventually(t, func() bool { return response().Status.Terminal() }, 30*time.Second, 20*time.Millisecond)
 	failed := response()
 	require.Equal(t, store.RunFailed, failed.Status)

@@ -58,6 +58,16 @@ func OrphanFork(t testing.TB, pool *pgxpool.Pool, e *jobs.Engine, fork int64) {
 	}))
 }
 
+// Response returns the one on_reorg response of run runID, failing the
+// test unless there is exactly one.
+func Response(t testing.TB, pool *pgxpool.Pool, runID uuid.UUID) *store.Response {
+	t.Helper()
+	rs, err := store.RunResponses(context.Background(), pool, runID)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	return rs[0]
+}
+
 // Project is the YAML of a project named name whose workflow is the one
 // ClaimAtFork claims for: credit, on Vault's Deposit events on chain 31337,
 // with one step, act, POSTing to url/act, and onReorg as its on_reorg
