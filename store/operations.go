@@ -31,8 +31,11 @@ type Gauges struct {
 	// the highest one in flight no live or confirmed transaction holds:
 	// holes that stall every send above them until they are filled.
 	NonceGaps []NonceGap
-	// Cursors is every trigger cursor with its network's head.
+	// Cursors is every cursor (triggers and wait feeds) with its
+	// network's head.
 	Cursors []CursorLag
+	// Heads is every network's head progress.
+	Heads []HeadProgress
 }
 
 // LabeledCount is a count under its labels, in the order the query names.
@@ -132,6 +135,9 @@ func ReadGauges(ctx context.Context, pool interface {
 		return nil, err
 	}
 	if g.Cursors, err = CursorLags(ctx, tx); err != nil {
+		return nil, err
+	}
+	if g.Heads, err = HeadProgresses(ctx, tx); err != nil {
 		return nil, err
 	}
 	return g, nil
