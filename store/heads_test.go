@@ -47,6 +47,14 @@ func TestRecordNodeHeadFencedAndBlockTime(t *testing.T) {
 	require.Equal(t, "p1", h.Holder)
 	require.True(t, h.LeaseLive)
 
+	var network, owner string
+	var nodeHead int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT network, node_head, lease_owner FROM rflow.chain_heads WHERE chain_id = 5`).
+		Scan(&network, &nodeHead, &owner))
+	require.Equal(t, "five", network)
+	require.Equal(t, int64(15), nodeHead)
+	require.Equal(t, "p1", owner)
+
 	stale := lease
 	stale.Token--
 	require.ErrorIs(t, record(stale, 99, t0.Add(time.Hour)), store.ErrLeaseLost)
