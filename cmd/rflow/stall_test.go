@@ -60,16 +60,17 @@ func writeStallProject(t *testing.T, rpc, workflows string) string {
 	return path
 }
 
-// stallRflow runs `rflow start --http` with a short --ready-stall and waits
-// until it is ready.
-func stallRflow(t *testing.T, config string) (*proc, string) {
+// stallRflow runs `rflow start --http` (with extra flags) with a short
+// --ready-stall and waits until it is ready.
+func stallRflow(t *testing.T, dbURL, config string, extra ...string) (*proc, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	l.Close()
-	p := startRflowArgs(t, nil, "--database-url", storetest.URL(t), "--log-level", "warn",
-		"start", "-c", config, "--http", addr, "--ready-stall", "3s")
+	args := append([]string{"--database-url", dbURL, "--log-level", "warn",
+		"start", "-c", config, "--http", addr, "--ready-stall", "3s"}, extra...)
+	p := startRflowArgs(t, nil, args...)
 	base := "http://" + addr
 	require.Eventually(t, func() bool {
 		code, _ := readyz(base)
@@ -119,26 +120,10 @@ next:
 	return 0, false
 }
 
-// A frozen node (SIGSTOP: connections accepted, nothing answered) fails
-// readiness within --ready-stall, naming the network's head tracker, its
-// network and how long, while rflow_chain_head_age_seconds grows; thawed,
-// the node is followed again and rflow is ready.
-func TestReadyzFailsWhileNodeIsFrozen(t *testing.T) {
-	t.Parallel()
-	node := anviltest.Start(t, anviltest.Options{BlockTime: time.Second})
-	p, base := stallRflow(t, writeStallProject(t, strconv.Quote(node.URL), depositWorkflow))
-	require.Eventually(t, func() bool {
-		age, ok := metric(t, base, "rflow_chain_head_age_seconds", `network="local"`, `chain_id="31337"`)
-		return ok && age < 3
-	}, 30*time.Second, 200*time.Millisecond, "a fresh head; output:\n%s", p.out)
-
-	node.Freeze()
-	frozen := true
-	defer func() {
-		if frozen {
-			node.Thaw()
-		}
-	}()
+// headStall waits until base's /readyz fails with head_stalled and returns
+// its one stalled head.
+func headStall(t *testing.T, p *proc, base string) map[string]any {
+	t.Helper()
 	var stalled map[string]any
 	require.Eventually(t, func() bool {
 		code, e := readyz(base)
@@ -147,32 +132,82 @@ func TestReadyzFailsWhileNodeIsFrozen(t *testing.T) {
 		}
 		stalled = e
 		return true
-	}, 30*time.Second, 200*time.Millisecond, "readiness never failed with the node frozen; output:\n%s", p.out)
+	}, 30*time.Second, 200*time.Millisecond, "readiness never failed with the head stalled; output:\n%s", p.out)
 	require.Contains(t, stalled["message"], "network local (chain 31337): no new block for")
 	heads := stalled["details"].(map[string]any)["heads"].([]any)
 	require.Len(t, heads, 1)
 	h := heads[0].(map[string]any)
 	require.Equal(t, "head/31337", h["task"])
 	require.Equal(t, "local", h["network"])
-	require.Equal(t, "node_unreachable", h["cause"], "polls hang: %v", h)
 	require.GreaterOrEqual(t, h["stalled_seconds"].(float64), 3.0)
+	return h
+}
+
+func awaitReady(t *testing.T, p *proc, base string, within time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		code, _ := readyz(base)
+		return code == http.StatusOK
+	}, within, 200*time.Millisecond, "not ready again; output:\n%s", p.out)
+}
+
+// A node that answers but stops producing blocks, then a frozen node
+// (SIGSTOP: connections accepted, nothing answered), fail readiness within
+// --ready-stall, naming the network's head tracker, its network, how long
+// and why, while rflow_chain_head_age_seconds grows; when the node moves
+// again rflow is ready. A second, --workers-only process that holds none of
+// the leases reports the same, from what the holder wrote to the database.
+func TestReadyzFailsWhileNodeIsFrozen(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{BlockTime: time.Second})
+	dbURL := storetest.URL(t)
+	config := writeStallProject(t, strconv.Quote(node.URL), depositWorkflow)
+	p, base := stallRflow(t, dbURL, config)
+	w, wbase := stallRflow(t, dbURL, config, "--workers-only")
+	require.Eventually(t, func() bool {
+		age, ok := metric(t, base, "rflow_chain_head_age_seconds", `network="local"`, `chain_id="31337"`)
+		return ok && age < 3
+	}, 30*time.Second, 200*time.Millisecond, "a fresh head; output:\n%s", p.out)
+
+	// The node answers, but mines no more blocks.
+	node.Call(nil, "evm_setIntervalMining", 0)
+	h := headStall(t, p, base)
+	require.Equal(t, "node_not_advancing", h["cause"], "%v", h)
+	holder := h["holder"]
+	require.NotEmpty(t, holder)
+	h = headStall(t, w, wbase)
+	require.Equal(t, "node_not_advancing", h["cause"], "%v", h)
+	require.Equal(t, holder, h["holder"], "the workers-only process names the holder")
+	node.Call(nil, "evm_setIntervalMining", 1)
+	awaitReady(t, p, base, 30*time.Second)
+	awaitReady(t, w, wbase, 30*time.Second)
+
+	node.Freeze()
+	frozen := true
+	defer func() {
+		if frozen {
+			node.Thaw()
+		}
+	}()
+	h = headStall(t, p, base)
+	require.Equal(t, "node_unreachable", h["cause"], "polls hang: %v", h)
 	require.Equal(t, true, h["lease_live"], "the tracker still holds its lease; it is the node that does not answer")
+	require.Equal(t, "node_unreachable", headStall(t, w, wbase)["cause"])
 
 	first, ok := metric(t, base, "rflow_chain_head_age_seconds", `network="local"`)
 	require.True(t, ok)
 	time.Sleep(6 * time.Second) // past the gauges' 5 s cache
 	later, _ := metric(t, base, "rflow_chain_head_age_seconds", `network="local"`)
 	require.Greater(t, later, first+4, "the head's age grows while the node is frozen")
-	poll, ok := metric(t, base, "rflow_chain_head_poll_age_seconds", `network="local"`)
+	poll, ok := metric(t, wbase, "rflow_chain_head_poll_age_seconds", `network="local"`)
 	require.True(t, ok)
 	require.Greater(t, poll, 5.0, "the node has not answered a poll")
 
 	node.Thaw()
 	frozen = false
-	require.Eventually(t, func() bool {
-		code, _ := readyz(base)
-		return code == http.StatusOK
-	}, 90*time.Second, 200*time.Millisecond, "not ready again after the node thawed; output:\n%s", p.out)
+	awaitReady(t, p, base, 90*time.Second)
+	awaitReady(t, w, wbase, 30*time.Second)
+	w.stop(t)
 	p.stop(t)
 }
 
@@ -222,7 +257,7 @@ func TestReadyzFailsWhileWaitFeedCannotRead(t *testing.T) {
 	t.Parallel()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: time.Second})
 	proxy := newRPCFault(t, node.URL)
-	p, base := stallRflow(t, writeStallProject(t, strconv.Quote(proxy.URL), awaitWorkflow))
+	p, base := stallRflow(t, storetest.URL(t), writeStallProject(t, strconv.Quote(proxy.URL), awaitWorkflow))
 	feed := `address="0x5fbdb2315678afecb367f032d93f642f64180aa3"`
 	require.Eventually(t, func() bool {
 		_, ok := metric(t, base, "rflow_wait_feed_lag_blocks", feed, `chain_id="31337"`)
@@ -253,10 +288,7 @@ func TestReadyzFailsWhileWaitFeedCannotRead(t *testing.T) {
 	}, 30*time.Second, 500*time.Millisecond, "the feed's lag in blocks grows")
 
 	proxy.failing.Store(false)
-	require.Eventually(t, func() bool {
-		code, _ := readyz(base)
-		return code == http.StatusOK
-	}, 60*time.Second, 200*time.Millisecond, "not ready again once the feed reads; output:\n%s", p.out)
+	awaitReady(t, p, base, 60*time.Second)
 	p.stop(t)
 }
 
