@@ -90,7 +90,7 @@ func CheckNetworks(ctx context.Context, nets []Network, contracts []ContractRef,
 			p := answers[ni][ui]
 			switch {
 			case p == nil:
-				logger.Warn(fmt.Sprintf("RPC URL does not answer at start (nothing within %s); it is tried after the URLs that did, and ingestion retries it", probeTimeout),
+				logger.Warn("RPC URL does not answer at start (no reply yet); it is tried after the URLs that did, and ingestion retries it",
 					"network", n.Name, "url", redact.URL(u))
 			case p.err != nil:
 				logger.Warn("RPC URL does not answer at start; ingestion retries it", "network", n.Name,
