@@ -202,6 +202,12 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		c.collectCursor(ch, l)
 	}
 	for _, h := range g.Heads {
+		if h.Holder == "" {
+			// Released: no trigger reads the network any more (or every
+			// process stopped cleanly). An expired lease keeps its owner:
+			// a dead tracker still shows.
+			continue
+		}
 		labels := []string{h.Network, itoa(h.ChainID)}
 		if h.Window >= 0 {
 			ch <- prometheus.MustNewConstMetric(c.headAge, prometheus.GaugeValue, h.WindowAge.Seconds(), labels...)
