@@ -161,8 +161,8 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(e *jobs.Engine)
-	// readyStall is how long a chain trigger may make no progress while
-	// the head moves before /readyz fails (0: never).
+	// readyStall is how long a chain task (a network's head, a trigger, a
+	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
 	// observer, tracer and middleware instrument the engine (metrics and
 	// traces; runEngine sets them, nil for commands that only enqueue).
@@ -177,7 +177,7 @@ const defaultReadyStall = 2 * time.Minute
 
 func readyStallFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "ready-stall", Value: defaultReadyStall,
-		Usage: "fail /readyz when a chain trigger makes no progress this long while the head moves (0 disables)"}
+		Usage: "fail /readyz when a network's head, a chain trigger or a wait feed makes no progress this long (0 disables)"}
 }
 
 // deployProject migrates the database, builds the engine (not started) and
@@ -213,6 +213,11 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 // runEngine deploys the project and runs the engine and triggers until ctx
 // ends, then shuts down gracefully.
 func runEngine(ctx context.Context, o engineOptions) error {
+	// A wrong chain_id never heals: stop now, saying what to fix, before
+	// the database is touched.
+	if err := checkNetworks(ctx, o.project, o.logger); err != nil {
+		return err
+	}
 	if o.standby {
 		// Liveness is judged from rflow.nodes, so the standby migrates
 		// first; then it waits, holding nothing.
@@ -267,15 +272,6 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			return err
 		}
 		if svc != nil {
-			// A wrong chain_id never heals: stop now, saying what to fix.
-			if err := svc.CheckNetworks(triggers); err != nil {
-				svc.Close()
-				_ = engine.Stop(context.Background())
-				return err
-			}
-			svc.CheckContracts(triggers, contractRefs(o.project))
-		}
-		if svc != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -295,7 +291,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: o.apiToken, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Triggers: chainTasks(engine)})
+			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Watch: chainWatch(engine)})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
@@ -408,15 +404,43 @@ func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
 	}
 }
 
-// chainTasks lists the cursor tasks of the deployed chain triggers, for
-// /readyz: the set the chain service runs, so a workflow deployed through
-// the API is watched too and a removed one no longer is.
-func chainTasks(engine *jobs.Engine) func(context.Context) ([]string, error) {
-	reload := engine.ChainConfig().Reload
-	return func(ctx context.Context) ([]string, error) {
-		t, err := reload(ctx)
-		return t.Tasks(), err
+// chainWatch lists the cursor tasks of the deployed chain triggers and
+// wait feeds and the networks they read, for /readyz: the set the chain
+// service runs, so a workflow deployed through the API is watched too and
+// a removed one no longer is.
+func chainWatch(engine *jobs.Engine) func(context.Context) (server.ChainWatch, error) {
+	cfg := engine.ChainConfig()
+	return func(ctx context.Context) (server.ChainWatch, error) {
+		t, err := cfg.Reload(ctx)
+		if err != nil {
+			return server.ChainWatch{}, err
+		}
+		w := cfg.Watched(t)
+		out := server.ChainWatch{Tasks: w.Tasks}
+		for _, n := range w.Networks {
+			out.Networks = append(out.Networks, server.WatchedNetwork{Name: n.Name, ChainID: n.ChainID})
+		}
+		return out, nil
 	}
+}
+
+// checkNetworks asks every RPC URL of the project's networks for its chain
+// id, before anything is written to the database: a wrong chain_id exits 1
+// with nothing deployed. URLs that answered go first in each network's rpc
+// list, for every client dialled after (ingestion, the relayer).
+func checkNetworks(ctx context.Context, p *workflow.Project, logger *slog.Logger) error {
+	nets := jobs.ChainNetworks(p)
+	if len(nets) == 0 {
+		return nil
+	}
+	checked, err := chain.CheckNetworks(ctx, nets, contractRefs(p), logger.With("component", "chain"))
+	if err != nil {
+		return err
+	}
+	for i, n := range checked {
+		p.Networks[i].RPC = n.RPC
+	}
+	return nil
 }
 
 // chainService builds the event/block/read trigger service, or nil when the
