@@ -116,7 +116,8 @@ type Relayer struct {
 	schema string
 
 	mu     sync.Mutex
-	quotes map[uint64]quote           // fee quotes by chain id, reused for marketTTL
+	quotes   map[uint64]quote   // fee quotes by chain id, reused for marketTTL
+	minimums map[uint64]learned // minimum prices nodes stated, by chain id; see learnMinimum
 	synced map[walletChain]time.Time  // see chainPending
 	queues map[walletChain]*sendQueue // see firstSend
 	asking singleflight.Group         // see chainPending
@@ -129,7 +130,7 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
 		queues: map[walletChain]*sendQueue{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
