@@ -115,12 +115,12 @@ type Relayer struct {
 	queue  string
 	schema string
 
-	mu     sync.Mutex
-	quotes   map[uint64]quote   // fee quotes by chain id, reused for marketTTL
-	minimums map[uint64]learned // minimum prices nodes stated, by chain id; see learnMinimum
-	synced map[walletChain]time.Time  // see chainPending
-	queues map[walletChain]*sendQueue // see firstSend
-	asking singleflight.Group         // see chainPending
+	mu       sync.Mutex
+	quotes   map[uint64]quote           // fee quotes by chain id, reused for marketTTL
+	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
+	synced   map[walletChain]time.Time  // see chainPending
+	queues   map[walletChain]*sendQueue // see firstSend
+	asking   singleflight.Group         // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
