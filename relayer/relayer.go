@@ -77,7 +77,8 @@ type Config struct {
 	Middleware []rivertype.Middleware
 	// Fault, when set, is called at each fault point ("relayer.after-queue",
 	// "relayer.before-nonce", "relayer.after-nonce", "relayer.before-send",
-	// "relayer.after-send", "relayer.before-final"): crash tests kill the
+	// "relayer.after-send", "relayer.before-final", and
+	// "relayer.before-resend-at-minimum", see meetMinimum): crash tests kill the
 	// process there. Nil in production.
 	Fault func(point string)
 
