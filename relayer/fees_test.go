@@ -62,7 +62,7 @@ func TestClassifySend(t *testing.T) {
 		"transaction already imported":                                            sendKnown,
 		"nonce too low: next nonce 5, tx nonce 3":                                 sendNonceTooLow,
 		"replacement transaction underpriced":                                     sendUnderpriced,
-		"transaction underpriced":                                                 sendUnderpriced,
+		"transaction underpriced":                                                 sendTipTooLow,
 		"insufficient funds for gas * price + value":                              sendInsufficientFunds,
 		"Insufficient funds for gas * price + value":                              sendInsufficientFunds, // anvil
 		"insufficient funds for gas * price + value: address 0xabc have 1 want 2": sendInsufficientFunds,

@@ -17,6 +17,10 @@ var tipRefusals = map[string]int64{
 	"transaction gas price below minimum: gas tip cap 30000000000, minimum needed 25000000000000": 25000000000000,
 	// geth 1.13.
 	"transaction underpriced: tip needed 1000, tip permitted 1": 1000,
+	// reth.
+	"transaction priority fee below minimum required priority fee 1000": 1000,
+	// Nethermind, and a full geth pool: no number.
+	"transaction underpriced": 0,
 	// Besu: no number.
 	"Gas price below configured minimum gas price": 0,
 }
@@ -36,7 +40,6 @@ func TestClassifyTipRefusals(t *testing.T) {
 	// (which also says "minimum needed").
 	for msg, want := range map[string]sendClass{
 		"replacement transaction underpriced":                                                sendUnderpriced,
-		"transaction underpriced":                                                            sendUnderpriced,
 		"intrinsic gas too low: gas 21000, minimum needed 53000":                             sendRejected,
 		"max fee per gas less than block base fee: address 0x1, maxFeePerGas: 7, baseFee: 8": sendFeeTooLow,
 	} {

@@ -18,7 +18,8 @@ const (
 	// earlier hash was mined) or by someone else (heal: take a new nonce).
 	sendNonceTooLow
 	// sendUnderpriced: another transaction holds the nonce in the mempool and
-	// ours does not pay enough more to replace it; bump and retry.
+	// ours does not pay enough more to replace it ("replacement transaction
+	// underpriced"); bump and retry.
 	sendUnderpriced
 	// sendInsufficientFunds: the wallet cannot pay value + gas (go-ethereum's
 	// core.ErrInsufficientFunds). Bytes the node refuses for it are not in
@@ -83,8 +84,12 @@ func classifySend(err error) sendClass {
 	case strings.Contains(msg, "nonce too low"), strings.Contains(msg, "nonce has already been used"),
 		strings.Contains(msg, "noncetoolow"), strings.Contains(msg, "invalid nonce"):
 		return sendNonceTooLow
+	// Below the node's own price: geth's and its forks', reth's, Besu's;
+	// "transaction underpriced" without "replacement" is geth 1.13's and
+	// Nethermind's (and a full pool's: its cheapest is the price then).
 	case strings.Contains(msg, "gas price below minimum"), strings.Contains(msg, "below configured minimum"),
-		strings.Contains(msg, "underpriced") && !strings.Contains(msg, "replacement") && statedMinimum(err) != nil:
+		strings.Contains(msg, "below minimum required priority fee"),
+		strings.Contains(msg, "underpriced") && !strings.Contains(msg, "replacement"):
 		return sendTipTooLow
 	case strings.Contains(msg, "underpriced"):
 		return sendUnderpriced
@@ -116,8 +121,9 @@ func (c sendClass) permanent() bool { return c == sendInsufficientFunds || c == 
 
 // minimumNeeded finds the price a node says it needs in its refusal:
 // geth's "gas tip cap 1, minimum needed 1000" (1.14 on, and Polygon's and
-// BNB Chain's forks of it) and geth 1.13's "tip needed 1000, tip permitted 1".
-var minimumNeeded = regexp.MustCompile(`(?:minimum needed|tip needed):? (\d{1,78})\b`)
+// BNB Chain's forks of it), geth 1.13's "tip needed 1000, tip permitted 1"
+// and reth's "below minimum required priority fee 1000".
+var minimumNeeded = regexp.MustCompile(`(?:minimum needed|tip needed|minimum required priority fee):? (\d{1,78})\b`)
 
 // statedMinimum is the minimum tip (a legacy transaction's gas price) in
 // wei that a tip refusal states, or nil when it states none.
