@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +41,7 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
-			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long in-flight steps and the relayer's batches get to reach their journal on shutdown; those still running then are cancelled and retried by another process"},
 			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
@@ -313,16 +314,40 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "workers_only", o.workersOnly, "standby", o.standby)
 
 	<-ctx.Done()
-	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
 	stopTriggers()
 	wg.Wait()
+	return drain(o, engine, stopWork)
+}
+
+// drain is the shutdown after SIGTERM/SIGINT, triggers already stopped: it
+// says what is in flight, waits up to --shutdown-timeout for it to reach
+// its journal, and says how it ended. Jobs still running at the timeout
+// are cancelled: their steps are retried by the next process, with the
+// same idempotency keys.
+func drain(o engineOptions, engine *jobs.Engine, stopWork func()) error {
+	qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	jobs, total, err := engine.InFlight(qctx, 10)
+	qcancel()
+	if err != nil {
+		o.logger.Warn("shutting down: cannot list the jobs in flight", "err", err)
+	}
+	o.logger.Info("shutting down: no new claims; waiting for what is in flight to reach its journal",
+		"in_flight", total, "jobs", strings.Join(jobs, ", "), "timeout", o.shutdown)
+	start := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
-	if err := engine.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
+	err = engine.Stop(sctx)
 	stopWork()
-	o.logger.Info("stopped")
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil:
+		o.logger.Warn("shutdown timeout: jobs still running were cancelled; another process retries their steps "+
+			"(same idempotency keys)", "waited", time.Since(start).Round(time.Millisecond), "timeout", o.shutdown)
+	case err != nil:
+		return fmt.Errorf("shutdown: %w", err)
+	default:
+		o.logger.Info("stopped: everything in flight reached its journal", "in_flight", total,
+			"waited", time.Since(start).Round(time.Millisecond))
+	}
 	return nil
 }
 
