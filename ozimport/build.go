@@ -33,6 +33,7 @@ type EnvVar struct {
 
 type workflowFile struct {
 	name   string
+	source string // the monitor and condition it came from
 	path   string // relative to the project
 	paused bool
 	body   []byte
@@ -210,7 +211,7 @@ func (b *builder) addWorkflow(m *Monitor, t watched, eventKey string, ev abi.Eve
 	if m.Paused {
 		path = "workflows/paused/" + name + ".yaml"
 	}
-	b.workflows = append(b.workflows, workflowFile{name: name, path: path, paused: m.Paused, body: renderYAML(header, w)})
+	b.workflows = append(b.workflows, workflowFile{name: name, source: desc, path: path, paused: m.Paused, body: renderYAML(header, w)})
 }
 
 func commentIf(ok bool, c string) string {

@@ -77,7 +77,7 @@ func Import(src, dst string, opts Options) (*Result, error) {
 	files := []outFile{{"rflow.yaml", project}}
 	for _, w := range b.workflows {
 		files = append(files, outFile{w.path, w.body})
-		r.Workflows = append(r.Workflows, WorkflowInfo{Name: w.name, File: w.path, Source: sourceOf(w.body), Paused: w.paused})
+		r.Workflows = append(r.Workflows, WorkflowInfo{Name: w.name, File: w.path, Source: w.source, Paused: w.paused})
 		if w.paused {
 			r.PausedWorkflows++
 		}
@@ -164,16 +164,6 @@ func unusedTriggers(cfg *Config) []*Trigger {
 		}
 	}
 	return out
-}
-
-// sourceOf reads back the description line of a rendered workflow.
-func sourceOf(body []byte) string {
-	for _, line := range strings.Split(string(body), "\n") {
-		if d, ok := strings.CutPrefix(line, "description: "); ok {
-			return strings.Trim(d, `"`)
-		}
-	}
-	return ""
 }
 
 // projectName makes the project name from the output directory.

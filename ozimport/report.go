@@ -94,7 +94,7 @@ func importMD(r *Result, cfg *Config) []byte {
 		if key == "" {
 			b.WriteString("## Networks and triggers\n\n")
 		} else {
-			fmt.Fprintf(&b, "## Monitor %q (%s)\n\n", key, fs[0].File)
+			fmt.Fprintf(&b, "## Monitor %q\n\n", key)
 		}
 		writeFindings(&b, "Left out", fs, true)
 		writeFindings(&b, "Works differently", fs, false)

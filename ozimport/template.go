@@ -105,7 +105,12 @@ func (tc *templateContext) substitute(tpl string, m *Monitor, t *Trigger, field 
 		name := tpl[loc[2]:loc[3]]
 		p, ok := tc.variable(name)
 		if !ok {
-			tc.b.leftOut(m, fmt.Sprintf("trigger %s %s: ${%s}", t.ID, field, name), tc.unmappedHint(name))
+			what := fmt.Sprintf("trigger %s %s: ${%s}", t.ID, field, name)
+			if hint, monitorVar := tc.unmappedHint(name); monitorVar {
+				tc.b.leftOut(m, what, hint)
+			} else {
+				tc.b.note(t.File, m.Name, what, hint, false)
+			}
 			p = part{text: tpl[loc[0]:loc[1]]}
 		}
 		r.parts = append(r.parts, p)
@@ -144,16 +149,20 @@ func (tc *templateContext) variable(name string) (part, bool) {
 	return part{expr: "event" + fieldRef(rname)}, true
 }
 
-func (tc *templateContext) unmappedHint(name string) string {
+// unmappedHint says what to do about a variable an event run cannot fill;
+// monitorVar is false for text Monitor would also have sent as written.
+func (tc *templateContext) unmappedHint(name string) (hint string, monitorVar bool) {
 	switch {
 	case strings.HasPrefix(name, "transaction.") || strings.HasPrefix(name, "transaction_"):
-		return "an event run knows the log (event.tx_hash, event.block, event.address), not the transaction's from/to/value: fetch them with an http_call to eth_getTransactionByHash if you need them; the text is kept as written"
+		return "an event run knows the log (event.tx_hash, event.block, event.address), not the transaction's from/to/value: fetch them with an http_call to eth_getTransactionByHash if you need them; the text is kept as written", true
 	case strings.HasPrefix(name, "functions") || strings.HasPrefix(name, "function_"):
-		return "function matches are not imported, so there are no function arguments; the text is kept as written"
+		return "function matches are not imported, so there are no function arguments; the text is kept as written", true
 	case strings.HasPrefix(name, "events.") || strings.HasPrefix(name, "event_"):
-		return "a run is one event: only events.0 (the run's own event) exists, with the arguments of " + tc.ev.Sig + "; the text is kept as written"
+		return "a run is one event: only events.0 (the run's own event) exists, with the arguments of " + tc.ev.Sig + "; the text is kept as written", true
+	case strings.HasPrefix(name, "monitor.") || strings.HasPrefix(name, "monitor_"):
+		return "only monitor.name is a Monitor variable; the text is kept as written", true
 	}
-	return "not a Monitor variable an event run has; the text is kept as written"
+	return "not a Monitor variable, so Monitor sent it as written, and so does rflow", false
 }
 
 // matchReasons renders ${events} the way Monitor's template formatter

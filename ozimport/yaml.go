@@ -98,6 +98,12 @@ func writeValue(b *bytes.Buffer, indent int, v any) {
 func writeList(b *bytes.Buffer, indent int, l ylist) {
 	for _, it := range l {
 		writeComment(b, indent, it.comment)
+		if x, ok := it.val.(ymap); ok && len(x) > 0 && x[0].comment != "" {
+			// The first key's comment goes above the dash.
+			writeComment(b, indent, x[0].comment)
+			x = append(ymap{{key: x[0].key, val: x[0].val}}, x[1:]...)
+			it.val = x
+		}
 		b.WriteString(strings.Repeat(" ", indent))
 		b.WriteString("-")
 		switch x := it.val.(type) {
