@@ -3,7 +3,6 @@ package ozimport
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 )
 
 // Options tune Import.
