@@ -2,6 +2,7 @@ package ozimport
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -197,14 +198,14 @@ func compareInteger(lhs, where string, t abi.Type, op string, v literal) (string
 		if t.T == abi.UintTy && strings.HasPrefix(n, "-") {
 			return "", fmt.Errorf("%s %s %s: %s is unsigned (%s)", where, op, v.text, where, t.String())
 		}
-		n = strings.TrimLeft(n, "0")
-		if n == "" || n == "-" {
-			n = "0"
+		i, ok := new(big.Int).SetString(n, 10) // drops leading zeros, which expr would read as octal
+		if !ok {
+			return "", fmt.Errorf("%s %s %s: not an integer", where, op, v.text)
 		}
-		if strings.HasPrefix(n, "-") {
-			n = "-" + strings.TrimLeft(n[1:], "0")
+		if i.BitLen() > 256 {
+			return "", fmt.Errorf("%s %s %s: out of range of 256-bit integers, as Monitor finds too", where, op, v.text)
 		}
-		return lhs + " " + op + " " + n, nil
+		return lhs + " " + op + " " + i.String(), nil
 	}
 	return "", fmt.Errorf("%s %s %s: %s is a number (%s)", where, op, v.text, where, t.String())
 }
