@@ -213,7 +213,7 @@ func jsonError(rel, prefix string, data []byte, err error) error {
 		line, col := lineCol(data, int(syn.Offset))
 		return &InputError{File: rel, Line: line, Col: col, Msg: "invalid JSON: " + syn.Error()}
 	case errors.As(err, &typ):
-		line, col := lineCol(data, int(typ.Offset))
+		line, col := lineCol(data, valueStart(data, int(typ.Offset)))
 		return &InputError{File: rel, Field: joinField(prefix, typ.Field), Line: line, Col: col,
 			Msg: fmt.Sprintf("want %s, got a JSON %s", describeGoType(typ.Type.String()), typ.Value)}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -251,6 +251,19 @@ func describeGoType(t string) string {
 		return "a string"
 	}
 	return t
+}
+
+// valueStart walks back from the offset encoding/json reports (just after
+// the offending value) to the start of a scalar value.
+func valueStart(data []byte, off int) int {
+	off = min(max(off, 0), len(data))
+	if off > 0 && (data[off-1] == '}' || data[off-1] == ']') {
+		return off
+	}
+	for off > 0 && !strings.ContainsRune(":,[{ \t\r\n", rune(data[off-1])) {
+		off--
+	}
+	return off
 }
 
 // lineCol turns a byte offset into a 1-based line and column.

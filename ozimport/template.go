@@ -168,21 +168,30 @@ func (tc *templateContext) unmappedHint(name string) (hint string, monitorVar bo
 // matchReasons renders ${events} the way Monitor's template formatter
 // does, for the run's one event, with its arguments sorted by name.
 func (tc *templateContext) matchReasons() part {
-	type arg struct{ name, rname string }
+	type arg struct{ name, value string }
 	var args []arg
 	for i, in := range tc.ev.Inputs {
 		n := in.Name
 		if n == "" {
 			n = strconv.Itoa(i)
 		}
-		args = append(args, arg{n, rflowArgName(in, i)})
+		ref := "event" + fieldRef(rflowArgName(in, i))
+		switch in.Type.T {
+		case abi.IntTy, abi.UintTy:
+			ref = "format_units(" + ref + ", 0)" // exact decimal text
+		case abi.SliceTy, abi.ArrayTy, abi.TupleTy:
+			ref = "toJSON(" + ref + ")"
+		default:
+			ref = "string(" + ref + ")"
+		}
+		args = append(args, arg{n, ref})
 	}
 	sort.Slice(args, func(i, j int) bool { return args[i].name < args[j].name })
 	var b strings.Builder
 	b.WriteString("\n\n*Matched Events:*\n\n*Reason 1*\n\n*Signature:* `" + tc.sig + "`\n\n*Params:*\n")
 	expr := exprString(b.String())
 	for _, a := range args {
-		expr += " + " + exprString("\n"+a.name+": `") + " + string(event" + fieldRef(a.rname) + ") + \"`\""
+		expr += " + " + exprString("\n"+a.name+": `") + " + " + a.value + " + \"`\""
 	}
 	return part{expr: expr}
 }
