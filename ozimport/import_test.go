@@ -227,6 +227,22 @@ func TestImportNothingLeftOut(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A monitor whose event conditions have no contract to watch is reported,
+// not silently skipped.
+func TestImportReportsConditionsWithoutContract(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	copyFile(t, "testdata/config/networks/devnet_anvil.json", filepath.Join(src, "networks", "devnet_anvil.json"))
+	writeFile(t, filepath.Join(src, "monitors", "m.json"), `{"name": "Nowhere", "paused": false, "networks": ["devnet_anvil"], "addresses": [],
+		"match_conditions": {"functions": [], "events": [{"signature": "Transfer(address,address,uint256)", "expression": null}], "transactions": []},
+		"trigger_conditions": [], "triggers": []}`)
+	r, err := ozimport.Import(src, filepath.Join(t.TempDir(), "out"), ozimport.Options{})
+	require.NoError(t, err)
+	require.Empty(t, r.Workflows)
+	require.Len(t, r.LeftOut(), 1)
+	require.Contains(t, r.LeftOut()[0].What, "match_conditions.events[0] Transfer(address,address,uint256): the monitor watches no EVM address")
+}
+
 func TestImportRejectsInvalidInput(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -173,6 +173,11 @@ func (b *builder) convertMonitor(m *Monitor) error {
 // declares the condition's event.
 func (b *builder) convertEventCondition(m *Monitor, i int, c Condition, targets []watched) error {
 	field := fmt.Sprintf("match_conditions.events[%d]", i)
+	if len(targets) == 0 {
+		b.leftOut(m, fmt.Sprintf("%s %s: the monitor watches no EVM address with a contract_spec", field, c.Signature),
+			"an rflow event trigger watches one contract: add the address and its ABI (see the notes above), then the workflow")
+		return nil
+	}
 	wrote := 0
 	for _, t := range targets {
 		key, ev, ok := findEvent(t.addr.abi, c.Signature)
@@ -198,7 +203,7 @@ func (b *builder) convertEventCondition(m *Monitor, i int, c Condition, targets 
 		b.addWorkflow(m, t, key, ev, field, c.Signature, where, whereComment, len(targets) > 1)
 		wrote++
 	}
-	if wrote == 0 && len(targets) > 0 {
+	if wrote == 0 {
 		b.leftOut(m, fmt.Sprintf("%s %s: no contract_spec of this monitor declares the event", field, c.Signature),
 			"add the event to the contract's ABI; Monitor could not decode it either")
 	}
