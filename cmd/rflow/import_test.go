@@ -127,11 +127,21 @@ func writeMonitorConfig(t *testing.T, token common.Address) string {
 	return dir
 }
 
-// An OpenZeppelin Monitor configuration for ERC-20 transfers above 1000,
-// imported with `rflow import oz-monitor`, validates and runs under `rflow
-// start` on a real anvil: one signed webhook per matching transfer (the
-// mint included), none for the others, and none again after a kill -9.
-func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
+// tokenImport is a Token deployed on a real anvil, a Monitor configuration
+// watching it imported into an rflow project, and the webhook receiver
+// that project posts to.
+type tokenImport struct {
+	node    *anviltest.Node
+	token   *anviltest.Emitter
+	hooks   *hookSink
+	config  string   // the imported rflow.yaml
+	env     []string // what the project reads
+	bob     common.Address
+	matches []string // the messages expected so far, sorted
+}
+
+func setupTokenImport(t *testing.T) *tokenImport {
+	t.Helper()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
 	f, err := os.Open(filepath.Join(tokenDir, "Token.abi.json"))
 	require.NoError(t, err)
@@ -148,50 +158,74 @@ func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
 		"nothing is left out: exit 0\n%s%s", out.String(), errOut.String())
 	require.Contains(t, out.String(), "1 network(s), 1 contract(s), 1 workflow(s)")
 	require.Empty(t, errOut.String())
+	_, bob := anviltest.Key(t, 1)
+	return &tokenImport{node: node, token: token, hooks: hooks, config: filepath.Join(project, "rflow.yaml"),
+		env: []string{"LOCAL_RPC=" + node.URL, "HOOK_URL=" + hooks.URL + "/treasury"}, bob: bob,
+		matches: []string{"Large token transfers | 1000000000000000000000000 to " + token.From.Hex()}}
+}
 
-	t.Setenv("LOCAL_RPC", node.URL)
-	t.Setenv("HOOK_URL", hooks.URL+"/treasury")
-	out.Reset()
-	errOut.Reset()
-	config := filepath.Join(project, "rflow.yaml")
-	require.Equal(t, 0, run([]string{"rflow", "validate", "--strict", "-c", config}, &out, &errOut), errOut.String())
+// transfer sends value tokens to bob; a value above 1000 is expected to
+// reach the webhook.
+func (ti *tokenImport) transfer(value int64) {
+	ti.token.Transact("transfer", ti.bob, big.NewInt(value))
+	if value > 1000 {
+		ti.matches = append(ti.matches, fmt.Sprintf("Large token transfers | %d to %s", value, ti.bob.Hex()))
+		sort.Strings(ti.matches)
+	}
+}
+
+// expect waits for the expected webhooks, gives a wrong extra one time to
+// show, and requires exactly one signed delivery per matching transfer.
+func (ti *tokenImport) expect(t *testing.T, p *proc) {
+	t.Helper()
+	waitHooks(t, ti.hooks, len(ti.matches), p)
+	ti.node.Mine(5)
+	time.Sleep(2 * time.Second)
+	got, deliveries := ti.hooks.messages(t)
+	require.Equal(t, ti.matches, got)
+	require.Equal(t, len(ti.matches), deliveries, "one delivery per matching transfer")
+}
+
+// An OpenZeppelin Monitor configuration for ERC-20 transfers above 1000,
+// imported with `rflow import oz-monitor`, validates and runs under `rflow
+// start` on a real anvil: one signed webhook per matching transfer (the
+// mint included), none for the others, and none again after a kill -9.
+func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
+	ti := setupTokenImport(t)
+	t.Setenv("LOCAL_RPC", ti.node.URL)
+	t.Setenv("HOOK_URL", ti.hooks.URL+"/treasury")
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"rflow", "validate", "--strict", "-c", ti.config}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "valid: 1 workflow (1 event)")
 
 	dbURL := storetest.URL(t)
-	env := []string{"LOCAL_RPC=" + node.URL, "HOOK_URL=" + hooks.URL + "/treasury"}
-	args := []string{"--database-url", dbURL, "--log-level", "warn", "start", "-c", config, "--log-format", "text"}
-	p := startRflowArgs(t, env, args...)
-
-	_, bob := anviltest.Key(t, 1)
+	args := []string{"--database-url", dbURL, "--log-level", "warn", "start", "-c", ti.config, "--log-format", "text"}
+	p := startRflowArgs(t, ti.env, args...)
 	for _, v := range []int64{5000, 1000, 1001, 7} { // 1000 is not > 1000
-		token.Transact("transfer", bob, big.NewInt(v))
+		ti.transfer(v)
 	}
-	want := []string{
-		"Large token transfers | 1000000000000000000000000 to " + token.From.Hex(),
-		"Large token transfers | 1001 to " + bob.Hex(),
-		"Large token transfers | 5000 to " + bob.Hex(),
-	}
-	waitHooks(t, hooks, len(want), p)
-	node.Mine(5)
-	time.Sleep(2 * time.Second) // time for a wrong extra delivery to show
-	got, deliveries := hooks.messages(t)
-	require.Equal(t, want, got)
-	require.Equal(t, len(want), deliveries, "one delivery per matching transfer")
+	ti.expect(t, p)
 
 	// kill -9 and a new process: nothing is delivered again, and the next
 	// matching transfer still is, once.
 	p.kill()
-	p = startRflowArgs(t, env, args...)
-	token.Transact("transfer", bob, big.NewInt(999_999))
-	token.Transact("transfer", bob, big.NewInt(3))
-	want = append(want, "Large token transfers | 999999 to "+bob.Hex())
-	sort.Strings(want)
-	waitHooks(t, hooks, len(want), p)
-	node.Mine(5)
-	time.Sleep(2 * time.Second)
-	got, deliveries = hooks.messages(t)
-	require.Equal(t, want, got)
-	require.Equal(t, len(want), deliveries, "exactly once across the kill")
+	p = startRflowArgs(t, ti.env, args...)
+	ti.transfer(999_999)
+	ti.transfer(3)
+	ti.expect(t, p)
+}
+
+// The imported project of a local network also runs under `rflow dev
+// --project`, pointed at the node the token lives on.
+func TestImportOZMonitorRunsUnderDev(t *testing.T) {
+	t.Parallel()
+	ti := setupTokenImport(t)
+	args := []string{"--database-url", storetest.URL(t), "dev", "--project", filepath.Dir(ti.config),
+		"--rpc", ti.node.URL, "--http", "127.0.0.1:0", "--log-format", "text", "--log-level", "warn"}
+	p := startRflowArgs(t, ti.env, args...)
+	ti.transfer(2000)
+	ti.transfer(10)
+	ti.expect(t, p)
 }
 
 func waitHooks(t *testing.T, hooks *hookSink, n int, p *proc) {
