@@ -186,13 +186,9 @@ func (b *builder) addWorkflow(m *Monitor, t watched, eventKey string, ev abi.Eve
 	}
 	tc := &templateContext{b: b, monitor: m, ev: ev, sig: strings.ReplaceAll(sig, " ", "")}
 	var steps ylist
-	for i, id := range m.Triggers {
-		tr := b.cfg.Triggers[id]
-		if tr == nil {
-			continue // reported once by checkTriggers
-		}
-		if s := b.convertTrigger(m, tr, tc); s != nil {
-			steps = append(steps, yitem{val: s, comment: commentIf(i > 0, "")})
+	for _, id := range m.Triggers {
+		if s := b.convertTrigger(m, b.cfg.Triggers[id], tc); s != nil { // checkTriggers found each
+			steps = append(steps, yitem{val: s})
 		}
 	}
 	if len(steps) == 0 {
@@ -212,13 +208,6 @@ func (b *builder) addWorkflow(m *Monitor, t watched, eventKey string, ev abi.Eve
 		path = "workflows/paused/" + name + ".yaml"
 	}
 	b.workflows = append(b.workflows, workflowFile{name: name, source: desc, path: path, paused: m.Paused, body: renderYAML(header, w)})
-}
-
-func commentIf(ok bool, c string) string {
-	if ok {
-		return c
-	}
-	return ""
 }
 
 // checkTriggers reports a monitor's trigger keys that no triggers/ file

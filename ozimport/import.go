@@ -1,8 +1,10 @@
 package ozimport
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 )
 
 // Options tune Import.
@@ -62,6 +64,9 @@ func Import(src, dst string, opts Options) (*Result, error) {
 		if err := b.convertMonitor(m); err != nil {
 			return nil, err
 		}
+	}
+	for _, f := range unusedFilters(cfg) {
+		b.note(f, "", "filter script "+f+" is used by no monitor's trigger_conditions", "not imported: rflow runs no scripts", false)
 	}
 	for _, t := range unusedTriggers(cfg) {
 		b.note(t.File, "", fmt.Sprintf("trigger %s is used by no monitor", t.ID), "not written; a monitor that names it gets it as a step", false)
@@ -147,6 +152,27 @@ func commentOut(s string) string {
 		return ""
 	}
 	return "# " + s
+}
+
+// unusedFilters lists the scripts under filters/ that no trigger_conditions
+// entry names (those that are named are reported with their monitor).
+func unusedFilters(cfg *Config) []string {
+	var out []string
+	for _, f := range cfg.Filters {
+		used := false
+		for _, m := range cfg.Monitors {
+			for _, raw := range m.TriggerConditions {
+				var sc scriptCondition
+				if json.Unmarshal(raw, &sc) == nil && strings.HasSuffix(filepath.ToSlash(sc.ScriptPath), f) {
+					used = true
+				}
+			}
+		}
+		if !used {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func unusedTriggers(cfg *Config) []*Trigger {

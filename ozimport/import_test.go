@@ -207,6 +207,7 @@ func TestImportReportsWhatIsLeftOut(t *testing.T) {
 	require.Contains(t, md, "rflow runs no scripts")
 	require.Contains(t, md, "X-Rflow-Signature", "the changed signature scheme is listed under Works differently")
 	require.Contains(t, md, "trigger spare\\_hook is used by no monitor")
+	require.NotContains(t, md, "only\\_business\\_hours.sh is used by no monitor", "a script a monitor names is reported with that monitor")
 }
 
 func TestImportNothingLeftOut(t *testing.T) {
@@ -215,11 +216,17 @@ func TestImportNothingLeftOut(t *testing.T) {
 	copyFile(t, "testdata/config/networks/devnet_anvil.json", filepath.Join(src, "networks", "devnet_anvil.json"))
 	copyFile(t, "testdata/config/monitors/token_transfers.json", filepath.Join(src, "monitors", "token_transfers.json"))
 	copyFile(t, "testdata/config/triggers/hooks.json", filepath.Join(src, "triggers", "hooks.json"))
+	writeFile(t, filepath.Join(src, "filters", "spare.sh"), "exit 0")
 	dir := filepath.Join(t.TempDir(), "out")
 	r, err := ozimport.Import(src, dir, ozimport.Options{})
 	require.NoError(t, err)
 	require.Empty(t, r.LeftOut())
 	require.Len(t, r.Workflows, 1)
+	var notes []string
+	for _, f := range r.Findings {
+		notes = append(notes, f.What)
+	}
+	require.Contains(t, notes, "filter script filters/spare.sh is used by no monitor's trigger_conditions", "an unused script is still mentioned")
 
 	_, err = ozimport.Import(src, dir, ozimport.Options{})
 	require.ErrorContains(t, err, "is not empty")

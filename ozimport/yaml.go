@@ -15,7 +15,7 @@ type ymap []ykv
 
 type ykv struct {
 	key     string
-	val     any    // string, int64, uint64, bool, ymap, ylist, rawScalar
+	val     any    // string, an integer, bool, ymap or ylist
 	comment string // written above the key; lines split on \n
 }
 
@@ -25,10 +25,6 @@ type yitem struct {
 	val     any
 	comment string
 }
-
-// rawScalar is written as is: a ${VAR} reference that must stay unquoted
-// is still fine quoted, so this is only for numbers kept as text.
-type rawScalar string
 
 func (m ymap) add(key string, val any, comment string) ymap {
 	return append(m, ykv{key: key, val: val, comment: comment})
@@ -133,8 +129,6 @@ func scalar(v any) string {
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(x) // a string always encodes
 		return strings.TrimSuffix(b.String(), "\n")
-	case rawScalar:
-		return string(x)
 	case bool:
 		if x {
 			return "true"
