@@ -22,13 +22,16 @@ func importCommand() *cli.Command {
 				"What has no rflow equivalent is listed on stderr and in IMPORT.md; the command then exits 1\n" +
 				"unless --partial. See docs/import.md.",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the project directory to write (new or empty)", Required: true},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the project directory to write (new or empty)"},
 				&cli.BoolFlag{Name: "partial", Usage: "exit 0 even when parts of the configuration were left out"},
 				&cli.BoolFlag{Name: "force", Usage: "write into a non-empty directory, replacing files of the same names"},
 			},
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return usagef("import oz-monitor takes one configuration directory (the one holding networks/, monitors/ and triggers/), got %d arguments", c.NArg())
+				}
+				if c.String("output") == "" {
+					return usagef("import oz-monitor needs -o DIR, the project directory to write (new or empty)")
 				}
 				r, err := ozimport.Import(c.Args().First(), c.String("output"), ozimport.Options{Force: c.Bool("force")})
 				if err != nil {

@@ -40,4 +40,8 @@ func TestImportOZMonitorExitCodes(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, exitUsage, run([]string{"rflow", "import", "oz-monitor", "-o", filepath.Join(t.TempDir(), "p4")}, &out, &errOut))
 	require.Contains(t, errOut.String(), "takes one configuration directory")
+
+	errOut.Reset()
+	require.Equal(t, exitUsage, run([]string{"rflow", "import", "oz-monitor", cfg}, &out, &errOut))
+	require.Contains(t, errOut.String(), "needs -o DIR")
 }
