@@ -109,6 +109,11 @@ func TestImportMonitors(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 
+	burn := b.project.Workflow("token-whale-transfers-transfer-2")
+	require.NotNil(t, burn, "a second event condition is a second workflow")
+	require.Equal(t, `event.to == "0x000000000000000000000000000000000000dEaD"`, burn.Trigger.Event.Where.Source())
+	require.Nil(t, b.project.Workflow("treasury-guard-transfer-2"), "an untranslatable condition writes no workflow")
+
 	require.Nil(t, b.project.Workflow("dormant-mints-transfer"), "a paused monitor's workflow is not deployed")
 	paused := b.file(t, "workflows/paused/dormant-mints-transfer.yaml")
 	require.Contains(t, paused, "The monitor is paused in Monitor")
@@ -197,12 +202,13 @@ func TestImportReportsWhatIsLeftOut(t *testing.T) {
 		"trigger treasury_mail: email to cfo@example.org via smtp.example.org",
 		"trigger treasury_script: script ./config/triggers/scripts/page.py (Python)",
 		"network stellar_sandbox: a Stellar network",
+		`match_conditions.events[1] Transfer(address,address,uint256): expression "value > 1.5": column 1: value > 1.5: value is an integer (uint256); Monitor cannot compare it with a fraction either`,
 	} {
 		require.Contains(t, left, want)
 	}
-	require.Len(t, left, 9, "and nothing else: %q", left)
+	require.Len(t, left, 10, "and nothing else: %q", left)
 	md := b.file(t, "IMPORT.md")
-	require.Contains(t, md, "**9 part(s) of the configuration have no rflow equivalent and were left out**")
+	require.Contains(t, md, "**10 part(s) of the configuration have no rflow equivalent and were left out**")
 	require.Contains(t, md, "## Monitor \"Treasury guard\"")
 	require.Contains(t, md, "rflow runs no scripts")
 	require.Contains(t, md, "X-Rflow-Signature", "the changed signature scheme is listed under Works differently")
@@ -221,7 +227,7 @@ func TestImportNothingLeftOut(t *testing.T) {
 	r, err := ozimport.Import(src, dir, ozimport.Options{})
 	require.NoError(t, err)
 	require.Empty(t, r.LeftOut())
-	require.Len(t, r.Workflows, 1)
+	require.Len(t, r.Workflows, 2)
 	var notes []string
 	for _, f := range r.Findings {
 		notes = append(notes, f.What)

@@ -178,12 +178,13 @@ func (b *builder) convertEventCondition(m *Monitor, i int, c Condition, targets 
 			"an rflow event trigger watches one contract: add the address and its ABI (see the notes above), then the workflow")
 		return nil
 	}
-	wrote := 0
+	declared := false
 	for _, t := range targets {
 		key, ev, ok := findEvent(t.addr.abi, c.Signature)
 		if !ok {
 			continue
 		}
+		declared = true
 		if ev.Anonymous {
 			b.leftOut(m, fmt.Sprintf("%s %s on %s: the event is anonymous", field, c.Signature, t.contract),
 				"rflow filters logs by topic 0, which an anonymous event does not have; watch it with a block trigger and an http_call")
@@ -201,9 +202,8 @@ func (b *builder) convertEventCondition(m *Monitor, i int, c Condition, targets 
 			whereComment = fmt.Sprintf("%s.expression: %s", field, *c.Expression)
 		}
 		b.addWorkflow(m, t, key, ev, field, c.Signature, where, whereComment, len(targets) > 1)
-		wrote++
 	}
-	if wrote == 0 {
+	if !declared {
 		b.leftOut(m, fmt.Sprintf("%s %s: no contract_spec of this monitor declares the event", field, c.Signature),
 			"add the event to the contract's ABI; Monitor could not decode it either")
 	}

@@ -19,7 +19,7 @@ func TestImportOZMonitorExitCodes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "p1")
 	require.Equal(t, exitFailure, run([]string{"rflow", "import", "oz-monitor", cfg, "-o", dir}, &out, &errOut))
 	require.Contains(t, errOut.String(), `left out: monitors/treasury_guard.json (monitor "Treasury guard"): trigger treasury_mail: email to cfo@example.org`)
-	require.Contains(t, errOut.String(), "9 part(s) of the Monitor configuration were left out")
+	require.Contains(t, errOut.String(), "10 part(s) of the Monitor configuration were left out")
 	require.Contains(t, errOut.String(), "pass --partial to accept a partial import")
 	require.FileExists(t, filepath.Join(dir, "IMPORT.md"), "the project is written, so IMPORT.md can be read")
 
