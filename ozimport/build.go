@@ -194,7 +194,9 @@ func (b *builder) addWorkflow(m *Monitor, t watched, eventKey string, ev abi.Eve
 	if len(steps) == 0 {
 		steps = append(steps, yitem{val: ymap{}.add("id", "matched", "The monitor has no trigger rflow can run (see IMPORT.md): the run records the match.").add("noop", ymap{}, "")})
 	}
-	desc := fmt.Sprintf("Imported from OpenZeppelin Monitor: monitor %q (%s), %s.", m.Name, m.File, field)
+	// A description is not rendered, so a "${" of the monitor's name is
+	// broken up rather than escaped.
+	desc := fmt.Sprintf("Imported from OpenZeppelin Monitor: monitor %q (%s), %s.", strings.ReplaceAll(m.Name, "${", "$ {"), m.File, field)
 	header := fmt.Sprintf("One run per %s log of %s on %s that matches, once the network's confirmations deep.\n%s", ev.Name, t.contract, t.network.Slug, desc)
 	if m.Paused {
 		header += "\nThe monitor is paused in Monitor, so rflow.yaml does not include this file: see IMPORT.md."

@@ -86,7 +86,7 @@ func TestImportMonitors(t *testing.T) {
 	for _, c := range b.project.Contracts {
 		names = append(names, c.Name)
 	}
-	require.Equal(t, []string{"dormant-mints", "token-whale-transfers", "treasury-guard-sepolia-ops-1"}, names,
+	require.Equal(t, []string{"dormant-mints-x", "token-whale-transfers", "treasury-guard-sepolia-ops-1"}, names,
 		"one contract per watched address with an ABI")
 	c := b.project.Contracts[1]
 	require.Equal(t, "0x5FbDB2315678afecb367f032d93F642f64180aa3", c.Address.Hex())
@@ -114,12 +114,12 @@ func TestImportMonitors(t *testing.T) {
 	require.Equal(t, `event.to == "0x000000000000000000000000000000000000dEaD"`, burn.Trigger.Event.Where.Source())
 	require.Nil(t, b.project.Workflow("treasury-guard-transfer-2"), "an untranslatable condition writes no workflow")
 
-	require.Nil(t, b.project.Workflow("dormant-mints-transfer"), "a paused monitor's workflow is not deployed")
-	paused := b.file(t, "workflows/paused/dormant-mints-transfer.yaml")
+	require.Nil(t, b.project.Workflow("dormant-mints-x-transfer"), "a paused monitor's workflow is not deployed")
+	paused := b.file(t, "workflows/paused/dormant-mints-x-transfer.yaml")
 	require.Contains(t, paused, "The monitor is paused in Monitor")
 	pw, err := workflow.ParseWorkflow(b.project, "paused.yaml", []byte(paused))
 	require.NoError(t, err, "the paused workflow validates once included")
-	require.Equal(t, "dormant-mints-transfer", pw.Name)
+	require.Equal(t, "dormant-mints-x-transfer", pw.Name)
 	require.Contains(t, b.file(t, "rflow.yaml"), "#   - include: workflows/paused/*.yaml")
 
 	wf := b.file(t, "workflows/treasury-guard-transfer.yaml")
@@ -145,6 +145,9 @@ func TestImportTriggers(t *testing.T) {
 	team, err := h.HTTPCall.Headers["X-Team"].String(ev)
 	require.NoError(t, err)
 	require.Equal(t, "ops", team)
+	auth, err := h.HTTPCall.Headers["Authorization"].String(ev)
+	require.NoError(t, err)
+	require.Equal(t, "Bearer ${NOT_EXPANDED}", auth, "Monitor sends header values as written")
 	body, err := h.HTTPCall.Body.Eval(ev)
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{

@@ -219,7 +219,7 @@ func (b *builder) convertTrigger(m *Monitor, t *Trigger, tc *templateContext) ym
 func (b *builder) telegramStep(step ymap, m *Monitor, t *Trigger, tc *templateContext) ymap {
 	c := t.telegram
 	token := b.secretRef(c.Token, t.File, envName(t.ID)+"_TELEGRAM_TOKEN", "Telegram bot token of trigger "+t.ID, false)
-	body := ymap{}.add("chat_id", c.ChatID, "").
+	body := ymap{}.add("chat_id", escapeText(c.ChatID), "").
 		add("text", tc.telegram(c.Message, m, t), "").
 		add("parse_mode", "MarkdownV2", "")
 	if c.DisableWebPreview != nil {
@@ -247,7 +247,7 @@ func (b *builder) webhookStep(step ymap, m *Monitor, t *Trigger, tc *templateCon
 		sort.Strings(keys)
 		h := ymap{}
 		for _, k := range keys {
-			h = h.add(yamlKey(k), c.Headers[k], "")
+			h = h.add(yamlKey(k), escapeText(c.Headers[k]), "") // Monitor sends header values as written
 		}
 		call = call.add("headers", h, "")
 	}
