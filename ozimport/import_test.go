@@ -216,6 +216,7 @@ func TestImportReportsWhatIsLeftOut(t *testing.T) {
 	require.Contains(t, md, "rflow runs no scripts")
 	require.Contains(t, md, "X-Rflow-Signature", "the changed signature scheme is listed under Works differently")
 	require.Contains(t, md, "trigger spare\\_hook is used by no monitor")
+	require.Contains(t, md, "trigger treasury\\_telegram: the bot token is plain text in the Monitor file")
 	require.NotContains(t, md, "only\\_business\\_hours.sh is used by no monitor", "a script a monitor names is reported with that monitor")
 }
 

@@ -219,6 +219,7 @@ func (b *builder) convertTrigger(m *Monitor, t *Trigger, tc *templateContext) ym
 func (b *builder) telegramStep(step ymap, m *Monitor, t *Trigger, tc *templateContext) ymap {
 	c := t.telegram
 	token := b.secretRef(c.Token, t.File, envName(t.ID)+"_TELEGRAM_TOKEN", "Telegram bot token of trigger "+t.ID, false)
+	b.notePlainSecret(c.Token, t, "bot token")
 	body := ymap{}.add("chat_id", escapeText(c.ChatID), "").
 		add("text", tc.telegram(c.Message, m, t), "").
 		add("parse_mode", "MarkdownV2", "")
@@ -266,11 +267,21 @@ func (b *builder) webhookStep(step ymap, m *Monitor, t *Trigger, tc *templateCon
 	}
 	if c.Secret != nil {
 		secret := b.secretRef(*c.Secret, t.File, envName(t.ID)+"_SECRET", "HMAC secret of webhook trigger "+t.ID, false)
+		b.notePlainSecret(*c.Secret, t, "secret")
 		call = call.add("hmac_secret", secret, "The webhook's secret signs each request: X-Rflow-Timestamp (unix seconds) and\nX-Rflow-Signature: sha256=hex(HMAC-SHA256(secret, timestamp + \".\" + body)).\nMonitor sent X-Signature over body + timestamp (ms): update the receiver's check.")
 		b.note(t.File, m.Name, fmt.Sprintf("trigger %s: HMAC signature", t.ID),
 			"rflow signs with X-Rflow-Timestamp and X-Rflow-Signature (sha256=hex(HMAC-SHA256(secret, timestamp + \".\" + body))) instead of Monitor's X-Signature/X-Timestamp; update the receiver's verification", false)
 	}
 	return step.add("http_call", call, "").add("retry", retry(c.RetryPolicy), "Monitor's notification retry policy.")
+}
+
+// notePlainSecret points out a secret the Monitor file held in plain text,
+// which the project file now holds too.
+func (b *builder) notePlainSecret(s SecretValue, t *Trigger, what string) {
+	if k, _ := s.kind(); k == secretPlain {
+		b.note(t.File, "", fmt.Sprintf("trigger %s: the %s is plain text in the Monitor file", t.ID, what),
+			fmt.Sprintf("it is written into the workflow as is; move it to a variable (%s: \"${%s}\") and keep it out of version control", what, envName(t.ID)+"_"+envName(what)), false)
+	}
 }
 
 // yamlKey quotes a mapping key unless it is a plain word.

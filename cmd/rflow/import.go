@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -56,8 +57,13 @@ func reportImport(c *cli.Context, r *ozimport.Result) error {
 	}
 	fmt.Fprintln(w)
 	if len(r.Env) > 0 {
-		fmt.Fprintf(w, "Set the variables in %s/.env.example, then: rflow validate -c %s/rflow.yaml\n", r.Dir, r.Dir)
+		names := make([]string, 0, len(r.Env))
+		for _, e := range r.Env {
+			names = append(names, e.Name)
+		}
+		fmt.Fprintf(w, "The project reads %s (see %s/.env.example).\n", strings.Join(names, ", "), r.Dir)
 	}
+	fmt.Fprintf(w, "Next: rflow validate -c %s/rflow.yaml\n", r.Dir)
 	left := r.LeftOut()
 	for _, f := range left {
 		fmt.Fprintln(c.App.ErrWriter, "left out:", f)

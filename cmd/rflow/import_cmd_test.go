@@ -28,6 +28,7 @@ func TestImportOZMonitorExitCodes(t *testing.T) {
 	dir = filepath.Join(t.TempDir(), "p2")
 	require.Equal(t, 0, run([]string{"rflow", "import", "oz-monitor", "--partial", cfg, "-o", dir}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "created "+dir+"/rflow.yaml")
+	require.Contains(t, out.String(), "The project reads START_BLOCK_DEVNET_ANVIL, OPS_HOOK_URL, OPS_HOOK_SECRET,")
 	require.Contains(t, errOut.String(), "--partial accepts that")
 
 	bad := t.TempDir()
