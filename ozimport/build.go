@@ -151,10 +151,10 @@ func (b *builder) addContract(m *Monitor, n *Network, a *AddressSpec, manyNets, 
 	pretty.WriteByte('\n')
 	b.abis[file] = pretty.Bytes()
 
-	addr := a.Address
-	if strings.ToLower(addr) == addr || strings.ToUpper(addr[2:]) == addr[2:] {
-		addr = common.HexToAddress(addr).Hex() // one case: write the checksum form
-	}
+	// The checksum form: Monitor compares addresses case-insensitively, so
+	// a mixed-case address with a wrong checksum worked there, and rflow
+	// would refuse it.
+	addr := common.HexToAddress(a.Address).Hex()
 	start := "${" + startBlockVar(n) + "}"
 	startComment := fmt.Sprintf("Where rflow starts reading %s's logs. Monitor resumed from data/%s_last_block.txt;\nset %s to that block (or the current head) before the first start.", n.Slug, n.Slug, startBlockVar(n))
 	if isDevChain(*n.ChainID) {

@@ -93,6 +93,8 @@ func TestImportMonitors(t *testing.T) {
 	require.Equal(t, uint64(0), c.StartBlock, "a dev chain starts at 0 unless told otherwise")
 	require.NotNil(t, c.ABI.Events["Transfer"])
 	require.Equal(t, uint64(6100000), b.project.Contracts[2].StartBlock, "${START_BLOCK_SEPOLIA_OPS}")
+	require.Equal(t, "0x70997970C51812dc3A010C7d01b50e0d17dc79C8", b.project.Contracts[2].Address.Hex(),
+		"a mixed-case address with a wrong checksum (fine in Monitor) is written in checksum form")
 
 	w := b.project.Workflow("token-whale-transfers-transfer")
 	require.NotNil(t, w)
