@@ -140,7 +140,9 @@ type tokenImport struct {
 	matches []string // the messages expected so far, sorted
 }
 
-func setupTokenImport(t *testing.T) *tokenImport {
+// setupTokenImport deploys the Token with dev key keyIndex, which then
+// makes the transfers.
+func setupTokenImport(t *testing.T, keyIndex int) *tokenImport {
 	t.Helper()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
 	f, err := os.Open(filepath.Join(tokenDir, "Token.abi.json"))
@@ -148,7 +150,7 @@ func setupTokenImport(t *testing.T) *tokenImport {
 	tokenABI, err := abi.JSON(f)
 	f.Close()
 	require.NoError(t, err)
-	token := anviltest.Deploy(t, node, tokenABI, filepath.Join(tokenDir, "Token.bin"), 0) // mints 1e24: a Transfer above 1000
+	token := anviltest.Deploy(t, node, tokenABI, filepath.Join(tokenDir, "Token.bin"), keyIndex) // mints 1e24: a Transfer above 1000
 	hooks := newHookSink(t, "e2e-hook-secret")
 
 	cfg := writeMonitorConfig(t, token.Address)
@@ -191,7 +193,7 @@ func (ti *tokenImport) expect(t *testing.T, p *proc) {
 // start` on a real anvil: one signed webhook per matching transfer (the
 // mint included), none for the others, and none again after a kill -9.
 func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
-	ti := setupTokenImport(t)
+	ti := setupTokenImport(t, 0)
 	t.Setenv("LOCAL_RPC", ti.node.URL)
 	t.Setenv("HOOK_URL", ti.hooks.URL+"/treasury")
 	var out, errOut bytes.Buffer
@@ -219,7 +221,7 @@ func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
 // --project`, pointed at the node the token lives on.
 func TestImportOZMonitorRunsUnderDev(t *testing.T) {
 	t.Parallel()
-	ti := setupTokenImport(t)
+	ti := setupTokenImport(t, 2) // rflow dev sends with key 0 (it funds its wallet and deploys an Emitter)
 	args := []string{"--database-url", storetest.URL(t), "dev", "--project", filepath.Dir(ti.config),
 		"--rpc", ti.node.URL, "--http", "127.0.0.1:0", "--log-format", "text", "--log-level", "warn"}
 	p := startRflowArgs(t, ti.env, args...)
