@@ -112,24 +112,30 @@ func rflowName(s string) string {
 	return strings.TrimSuffix(n[:min(len(n), 90)], "-")
 }
 
-// stepID makes a step id ([A-Za-z_][A-Za-z0-9_]*) from a trigger key.
+// stepID makes a step id ([A-Za-z_][A-Za-z0-9_]*, at most 90 characters)
+// from a trigger key.
 func stepID(s string) string {
 	id := strings.Trim(nonName.ReplaceAllString(s, "_"), "_")
 	if id == "" || isDigit(id[0]) {
 		id = "t_" + id
 	}
-	return id
+	return id[:min(len(id), 90)]
 }
 
-// unique returns name, or name-2, name-3… when it is taken.
-func (b *builder) unique(name string) string {
+// uniqueIn returns name, or name<sep>2, name<sep>3… when taken has it, and
+// records it; names stay within rflow's 100 characters.
+func uniqueIn(taken map[string]bool, name, sep string) string {
+	name = name[:min(len(name), 90)]
 	n := name
-	for i := 2; b.names[n]; i++ {
-		n = fmt.Sprintf("%s-%d", name, i)
+	for i := 2; taken[n]; i++ {
+		n = fmt.Sprintf("%s%s%d", name, sep, i)
 	}
-	b.names[n] = true
+	taken[n] = true
 	return n
 }
+
+// unique returns a contract or workflow name no other one has.
+func (b *builder) unique(name string) string { return uniqueIn(b.names, name, "-") }
 
 // addContract writes one contract (and its ABI file) for address a of
 // monitor m on network n and returns its name.
@@ -186,8 +192,10 @@ func (b *builder) addWorkflow(m *Monitor, t watched, eventKey string, ev abi.Eve
 	}
 	tc := &templateContext{b: b, monitor: m, ev: ev, sig: strings.ReplaceAll(sig, " ", "")}
 	var steps ylist
+	ids := map[string]bool{}
 	for _, id := range m.Triggers {
 		if s := b.convertTrigger(m, b.cfg.Triggers[id], tc); s != nil { // checkTriggers found each
+			s[0].val = uniqueIn(ids, s[0].val.(string), "_") // keys "a-b" and "a_b" are two steps
 			steps = append(steps, yitem{val: s})
 		}
 	}

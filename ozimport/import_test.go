@@ -262,6 +262,32 @@ func TestImportReportsConditionsWithoutContract(t *testing.T) {
 	require.Contains(t, r.LeftOut()[0].What, "match_conditions.events[0] Transfer(address,address,uint256): the monitor watches no EVM address")
 }
 
+// Names rflow would refuse are made valid: a monitor name past rflow's 100
+// characters, and trigger keys that map to the same step id.
+func TestImportMakesNamesValid(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	copyFile(t, "testdata/config/networks/devnet_anvil.json", filepath.Join(src, "networks", "devnet_anvil.json"))
+	mon, err := os.ReadFile("testdata/config/monitors/token_transfers.json")
+	require.NoError(t, err)
+	long := strings.Repeat("Very long monitor name ", 8)
+	m := strings.Replace(string(mon), `"Token Whale Transfers"`, `"`+long+`"`, 1)
+	m = strings.Replace(m, `"triggers": ["ops_hook"]`, `"triggers": ["page-ops", "page_ops"]`, 1)
+	writeFile(t, filepath.Join(src, "monitors", "m.json"), m)
+	hook := `{"name": "P", "trigger_type": "discord", "config": {"discord_url": {"type": "plain", "value": "https://discord.example/x"}, "message": {"title": "t", "body": "b"}}}`
+	writeFile(t, filepath.Join(src, "triggers", "t.json"), `{"page-ops": `+hook+`, "page_ops": `+hook+`}`)
+	r, err := ozimport.Import(src, filepath.Join(t.TempDir(), "out"), ozimport.Options{})
+	require.NoError(t, err, "the project validates")
+	require.Len(t, r.Workflows, 2)
+	for _, w := range r.Workflows {
+		require.LessOrEqual(t, len(w.Name), 100)
+	}
+	body, err := os.ReadFile(filepath.Join(r.Dir, r.Workflows[0].File))
+	require.NoError(t, err)
+	require.Contains(t, string(body), `id: "page_ops"`)
+	require.Contains(t, string(body), `id: "page_ops_2"`)
+}
+
 func TestImportRejectsInvalidInput(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
