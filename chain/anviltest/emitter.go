@@ -86,7 +86,7 @@ func DeployEmitterWith(t testing.TB, n Dialer, keyIndex int) *Emitter {
 // Deploy deploys the contract with ABI a and the hex bytecode in the file
 // binPath with dev key keyIndex, and waits for the receipt. The returned
 // Emitter calls the contract's methods (Transact, Send) whatever it is.
-func Deploy(t testing.TB, n *Node, a abi.ABI, binPath string, keyIndex int) *Emitter {
+func Deploy(t testing.TB, n Dialer, a abi.ABI, binPath string, keyIndex int) *Emitter {
 	t.Helper()
 	code, err := os.ReadFile(binPath)
 	if err != nil {
