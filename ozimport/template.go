@@ -65,6 +65,11 @@ func (r rendered) text(lit func(string) string) string {
 	return b.String()
 }
 
+// markdownHole stands for an expression while the text around it is
+// escaped: private-use runes around digits, which MarkdownV2 leaves alone
+// and no template holds.
+var markdownHole = regexp.MustCompile("\uE010(\\d+)\uE011")
+
 // escapedMarkdownV2 escapes the text the way Monitor's Telegram builder
 // does, treating each expression as a word (values are numbers, hex and
 // addresses, which need no escape).
@@ -73,17 +78,16 @@ func (r rendered) escapedMarkdownV2() string {
 	var exprs []string
 	for _, p := range r.parts {
 		if p.expr != "" {
-			fmt.Fprintf(&flat, "OZHOLE%dX", len(exprs))
+			fmt.Fprintf(&flat, "\uE010%d\uE011", len(exprs))
 			exprs = append(exprs, p.expr)
 		} else {
 			flat.WriteString(p.text)
 		}
 	}
 	esc := escapeMarkdownV2(flat.String())
-	hole := regexp.MustCompile(`OZHOLE(\d+)X`)
 	var out rendered
 	last := 0
-	for _, loc := range hole.FindAllStringSubmatchIndex(esc, -1) {
+	for _, loc := range markdownHole.FindAllStringSubmatchIndex(esc, -1) {
 		out.parts = append(out.parts, part{text: esc[last:loc[0]]})
 		i, _ := strconv.Atoi(esc[loc[2]:loc[3]])
 		out.parts = append(out.parts, part{expr: exprs[i]})
