@@ -56,6 +56,16 @@ func (p *probe) compile(where string) (*workflow.Workflow, error) {
 	return workflow.ParseWorkflow(p.project, "probe.json", body)
 }
 
+// compileText compiles text as the notify text of a Probe workflow.
+func (p *probe) compileText(text string) (*workflow.Workflow, error) {
+	body, _ := json.Marshal(map[string]any{
+		"name":    "probe",
+		"trigger": map[string]any{"event": map[string]any{"contract": "Probe", "event": "Probe"}},
+		"steps":   []any{map[string]any{"id": "a", "notify": map[string]any{"webhook": "https://example.invalid/", "text": text}}},
+	})
+	return workflow.ParseWorkflow(p.project, "probe.json", body)
+}
+
 // probeEvent is a decoded Probe log as the chain package hands it to
 // expressions.
 func probeEvent() workflow.Env {

@@ -1,7 +1,9 @@
 package ozimport
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzTranslateExpression feeds Monitor expressions to the translator:
@@ -28,5 +30,38 @@ func FuzzTranslateExpression(f *testing.F) {
 			t.Fatalf("%q translated to %q, which rflow rejects: %v", src, out, err)
 		}
 		_, _ = w.Trigger.Event.Where.Bool(probeEvent())
+	})
+}
+
+// FuzzRenderTemplate feeds Monitor message templates to the translator:
+// whatever it renders, for chat, webhook or Telegram text, compiles as an
+// rflow notify text and renders without panicking, and a template without
+// variables renders as itself. Seeds: testdata/fuzz/FuzzRenderTemplate.
+func FuzzRenderTemplate(f *testing.F) {
+	for _, s := range []string{
+		"${monitor.name}: ${events.0.args.amount} in ${transaction.hash}",
+		"*bold* [link](https://x.y/${event_0_who}) ${events} ${functions} ${HOME} $ {x} ${{ x }}",
+	} {
+		f.Add(s)
+	}
+	p := testProbe(f)
+	m := &Monitor{Name: "Fuzz ${{ m }}", File: "monitors/f.json"}
+	tr := &Trigger{ID: "t", File: "triggers/t.json"}
+	f.Fuzz(func(t *testing.T, tpl string) {
+		if len(tpl) > 4096 || !utf8.ValidString(tpl) { // Monitor's JSON files hold UTF-8 text
+			return
+		}
+		tc := &templateContext{b: newBuilder(&Config{}), monitor: m, ev: p.event, sig: "Probe(address,uint256)"}
+		msg := Message{Title: "t", Body: tpl}
+		for _, text := range []string{tc.render(tpl, m, tr, "message.body"), tc.chat(msg, m, tr), tc.telegram(msg, m, tr)} {
+			w, err := p.compileText(text)
+			if err != nil {
+				t.Fatalf("%q rendered as %q, which rflow rejects: %v", tpl, text, err)
+			}
+			got, err := w.Steps[0].Notify.Text.String(probeEvent())
+			if err == nil && !strings.Contains(tpl, "${") && text == tc.render(tpl, m, tr, "message.body") && got != tpl {
+				t.Fatalf("%q without variables rendered as %q", tpl, got)
+			}
+		}
 	})
 }
