@@ -167,7 +167,11 @@ func (b *builder) addContract(m *Monitor, n *Network, a *AddressSpec, manyNets, 
 		start = "${" + startBlockVar(n) + ":-0}"
 		startComment = fmt.Sprintf("A local dev chain: from block 0 unless %s says otherwise.", startBlockVar(n))
 	}
-	b.envRef(startBlockVar(n), fmt.Sprintf("First block to read on network %s (chain %d).", n.Slug, *n.ChainID), "", false)
+	example := ""
+	if isDevChain(*n.ChainID) {
+		example = "0"
+	}
+	b.envRef(startBlockVar(n), fmt.Sprintf("First block to read on network %s (chain %d).", n.Slug, *n.ChainID), example, false)
 	c := ymap{}.add("name", name, fmt.Sprintf("From %s: addresses[%d] on %s.", m.File, i, n.Slug)).
 		add("abi", "./"+file, "contract_spec, as written in the monitor.").
 		add("network", networkName(n.Slug), "").

@@ -72,7 +72,8 @@ func TestImportNetworks(t *testing.T) {
 	require.Equal(t, uint64(2000), sep.MaxBlockRange, "unlimited keeps rflow's default")
 
 	env := b.file(t, ".env.example")
-	for _, name := range []string{"DEVNET_RPC", "RPC_SEPOLIA_OPS_1", "START_BLOCK_SEPOLIA_OPS", "START_BLOCK_DEVNET_ANVIL", "OPS_HOOK_URL", "OPS_HOOK_SECRET", "TREASURY_SLACK_URL"} {
+	require.Contains(t, env, "\nSTART_BLOCK_DEVNET_ANVIL=0\n")
+	for _, name := range []string{"DEVNET_RPC", "RPC_SEPOLIA_OPS_1", "START_BLOCK_SEPOLIA_OPS", "OPS_HOOK_URL", "OPS_HOOK_SECRET", "TREASURY_SLACK_URL"} {
 		require.Contains(t, env, "\n"+name+"=\n")
 	}
 	require.Contains(t, env, `HashiCorp Cloud Vault secret "sepolia-primary-rpc"`)

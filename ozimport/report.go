@@ -64,11 +64,11 @@ func importMD(r *Result, cfg *Config) []byte {
 	} else {
 		fmt.Fprintf(&b, "**%d part(s) of the configuration have no rflow equivalent and were left out**; each is listed below with what to do instead.\n\n", len(left))
 	}
-	b.WriteString("Run it:\n\n```sh\ncp .env.example .env   # fill in the values, then export them\nrflow validate -c rflow.yaml\nrflow start -c rflow.yaml\n```\n\n")
+	b.WriteString("Run it:\n\n```sh\ncp .env.example .env     # fill in the values\nset -a; . ./.env; set +a  # export them\nrflow validate -c rflow.yaml\nrflow start -c rflow.yaml\n```\n\n")
 	if len(r.Workflows) > 0 {
 		b.WriteString("## Workflows\n\n| workflow | file | from |\n| --- | --- | --- |\n")
 		for _, w := range r.Workflows {
-			note := w.Source
+			note := mdEscape(w.Source)
 			if w.Paused {
 				note += " (paused)"
 			}
