@@ -60,6 +60,13 @@ type reorgWorker struct {
 // transaction) and enqueues the jobs that decide them.
 func (e *Engine) onReorg(ctx context.Context, tx pgx.Tx, r chain.Reorg) error {
 	e.logger.Warn("reorg", "chain_id", r.ChainID, "fork_block", r.ForkBlock, "depth", r.Depth, "orphaned_runs", len(r.OrphanedRuns))
+	// A replaced chain (fork 0: another genesis) is not this chain: its
+	// sends are not sent again there.
+	if e.relayer != nil && r.ForkBlock > 0 {
+		if _, err := e.relayer.Retrack(ctx, tx, r.ChainID, r.ForkBlock); err != nil {
+			return err
+		}
+	}
 	conf := workflow.DefaultConfirmations
 	for _, n := range e.project.Networks {
 		if int64(n.ChainID) == r.ChainID {
