@@ -171,9 +171,9 @@ func TestReorgMovingLogsKeepsTheirRuns(t *testing.T) {
 // it, and with the fork 2 blocks deep the runs are decided orphaned and
 // cancelled before they paid. Later its owner sends the same signed
 // transaction again and it is mined: the same occurrences, so no new runs;
-// the stopped runs go on as a new attempt of themselves (same run ids,
-// their steps at their own attempts, so the sends' external ids are
-// rflow:{run}:pay:1) and the payee gets exactly the 6 wei owed, once.
+// the stopped runs go on (same run ids at the same attempt, their steps at
+// their own attempts, so the sends' external ids are rflow:{run}:pay:1)
+// and the payee gets exactly the 6 wei owed, once.
 func TestLogReincludedAfterItsDecisionIsPaidOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -212,7 +212,7 @@ func TestLogReincludedAfterItsDecisionIsPaidOnce(t *testing.T) {
 		var ext string
 		var recorded bool
 		require.NoError(t, rows.Scan(&id, &attempt, &ext, &recorded))
-		require.Equal(t, 2, attempt, "a new attempt of the same run")
+		require.Equal(t, 1, attempt, "the same run at the same attempt: the same idempotency keys")
 		require.Equal(t, "rflow:"+id+":pay:1", ext, "the send at its own attempt")
 		require.True(t, recorded, "the decided response records the re-inclusion")
 		n++

@@ -19,9 +19,9 @@ import (
 //
 //   - it had finished before it was orphaned: nothing is to do; its effects
 //     stand (the relayer got its sends mined again on the new chain);
-//   - the decision stopped it: it runs again as a new attempt of the same
-//     run, from the steps the stop cancelled, each at its own attempt, so
-//     an HTTP call carries the Idempotency-Key it had and a send the
+//   - the decision stopped it: the same run runs again, at the same
+//     attempt, from the steps the stop cancelled, each at its own attempt,
+//     so an HTTP call carries the Idempotency-Key it had and a send the
 //     external id it had (never a second payment, and the payment a held
 //     send never made is made);
 //   - unless the stop cut short what cannot simply run again: a send the
@@ -74,7 +74,7 @@ func (e *Engine) lateReinclusion(ctx context.Context, tx pgx.Tx, l store.LateRei
 	if err := e.resumeReopened(ctx, tx, store.RunJournal, run, steps); err != nil {
 		return fmt.Errorf("resume run %s after its log came back: %w", l.RunID, err)
 	}
-	e.logger.Warn("orphaned log re-included after its reorg was decided; the stopped run goes on as a new attempt",
+	e.logger.Warn("orphaned log re-included after its reorg was decided; the stopped run goes on",
 		"run", l.RunID, "response", l.ResponseID, "steps", len(steps))
 	return nil
 }

@@ -241,12 +241,15 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (Reincluded, 
 	return out, nil
 }
 
-// ReopenStopped makes a run that a reorg decision stopped run again as a
-// new attempt of the same run, in tx: its attempt moves (leftover jobs go
-// stale), and the steps the stop cancelled are queued again at their own
-// attempts, so their idempotency keys (HTTP Idempotency-Key, send
-// external ids) are the ones they had. Completed steps are untouched. It
-// returns the run and the steps to resume.
+// ReopenStopped makes a run that a reorg decision stopped run again, in
+// tx: the same run at the same attempt, the steps the stop cancelled queued
+// again at their own attempts, so every idempotency key is the one it had
+// (an HTTP step's Idempotency-Key names the run's attempt, a send's
+// external id the step's). Completed steps are untouched. A job the stop
+// left behind (a delay that had not come due) may run the same step
+// attempt as the caller's new job: the step's fences let one settle it, and
+// its effect carries the same key either way. It returns the run and the
+// steps to resume.
 func ReopenStopped(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, error) {
 	r, err := GetRun(ctx, tx, id, true)
 	if err != nil {
@@ -267,12 +270,10 @@ func ReopenStopped(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepR
 		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
 	}
 	if _, err := tx.Exec(ctx, `
-		UPDATE rflow.workflow_runs SET attempt = attempt + 1, status = 'running', error = NULL, failed_step = NULL,
-			finished_at = NULL, updated_at = now()
+		UPDATE rflow.workflow_runs SET status = 'running', error = NULL, failed_step = NULL, finished_at = NULL, updated_at = now()
 		WHERE id = $1`, id); err != nil {
 		return nil, nil, fmt.Errorf("reopen run %s: %w", id, err)
 	}
-	r.Attempt++
 	r.Status, r.Error, r.FailedStep, r.FinishedAt = RunRunning, nil, nil, nil
 	return r, steps, nil
 }
