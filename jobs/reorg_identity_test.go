@@ -10,6 +10,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain"
@@ -20,11 +22,11 @@ import (
 // depositPayProject pays each Deposit's amount, in wei, from the ops wallet to
 // payee once the deposit is 2 blocks deep (run_on: confirmed), after a
 // delay of wait.
-func depositPayProject(node *anviltest.Node, em *anviltest.Emitter, payee common.Address, wait string) string {
+func depositPayProject(chainID int64, url string, em *anviltest.Emitter, payee common.Address, wait string) string {
 	return fmt.Sprintf(`
 name: pay
 networks:
-  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
+  - { name: local, chain_id: %d, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
 wallets:
   - { name: ops, private_key: "${OPS_KEY}" }
 contracts:
@@ -37,7 +39,7 @@ workflows:
       - { id: wait, delay: %s }
       - id: pay
         send: { wallet: ops, network: local, to: %q, value: "${{ event.amount }}" }
-`, node.URL, em.Address.Hex(), wait, payee.Hex())
+`, chainID, url, em.Address.Hex(), wait, payee.Hex())
 }
 
 // payBundle is a reorgBundle for payProject, with its payee.
@@ -47,49 +49,67 @@ func payBundle(t *testing.T, wait string) (*reorgBundle, common.Address) {
 	require.NoError(t, err)
 	payee := crypto.PubkeyToAddress(k.PublicKey)
 	b := newReorgBundle(t, func(n *anviltest.Node, em *anviltest.Emitter, _ *receiver) string {
-		return depositPayProject(n, em, payee, wait)
+		return depositPayProject(anviltest.ChainID, n.URL, em, payee, wait)
 	})
 	return b, payee
 }
 
 func (b *reorgBundle) balance(t *testing.T, a common.Address) int64 {
 	t.Helper()
-	v, err := b.node.Client().BalanceAt(context.Background(), a, nil)
+	return balanceOf(t, b.node.Client(), a)
+}
+
+func balanceOf(t *testing.T, c *ethclient.Client, a common.Address) int64 {
+	t.Helper()
+	v, err := c.BalanceAt(context.Background(), a, nil)
 	require.NoError(t, err)
 	return v.Int64()
 }
 
-// settled waits until payee holds want and every run of the workflow has
-// completed, then checks that it stays so while the chain goes on.
 func (b *reorgBundle) settled(t *testing.T, payee common.Address, want int64, runs int) {
 	t.Helper()
+	settled(t, b.pool, b.node.Client(), payee, want, runs)
+}
+
+// settled waits until payee holds want and every run of the workflow has
+// completed, then checks that it stays so while the chain goes on.
+func settled(t *testing.T, pool *pgxpool.Pool, c *ethclient.Client, payee common.Address, want int64, runs int) {
+	t.Helper()
+	ctx := context.Background()
+	count := func(q string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, q).Scan(&n))
+		return n
+	}
 	defer func() {
-		if t.Failed() {
-			rows, _ := b.pool.Query(context.Background(), `SELECT external_id, status, coalesce(tx_hash,''), coalesce(mined_block,0) FROM relayer.transactions`)
+		if t.Failed() { // say what was paid and claimed
+			rows, err := pool.Query(ctx, `SELECT external_id, status, coalesce(tx_hash, ''), coalesce(mined_block, 0) FROM relayer.transactions`)
+			require.NoError(t, err)
 			for rows.Next() {
-				var a, s, h string
+				var ext, st, h string
 				var n int64
-				_ = rows.Scan(&a, &s, &h, &n)
-				t.Logf("tx %s %s %s %d", a, s, h, n)
+				require.NoError(t, rows.Scan(&ext, &st, &h, &n))
+				t.Logf("send %s %s %s in block %d", ext, st, h, n)
 			}
-			rows, _ = b.pool.Query(context.Background(), `SELECT trigger_key, status, orphaned_at IS NOT NULL FROM rflow.workflow_runs`)
+			rows, err = pool.Query(ctx, `SELECT trigger_key, status, orphaned_at IS NOT NULL FROM rflow.workflow_runs`)
+			require.NoError(t, err)
 			for rows.Next() {
-				var a, s string
+				var k, st string
 				var o bool
-				_ = rows.Scan(&a, &s, &o)
-				t.Logf("run %s %s %v", a, s, o)
+				require.NoError(t, rows.Scan(&k, &st, &o))
+				t.Logf("run %s %s orphaned=%v", k, st, o)
 			}
-			t.Logf("balance %d", b.balance(t, payee))
+			t.Logf("payee balance %d", balanceOf(t, c, payee))
 		}
 	}()
-	eventually(t, 60*time.Second, fmt.Sprintf("the payee paid %d wei by %d completed runs", want, runs), func() bool {
-		return b.balance(t, payee) == want &&
-			b.count(t, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed' AND orphaned_at IS NULL`) == runs
+	eventually(t, 90*time.Second, fmt.Sprintf("the payee paid %d wei by %d completed runs", want, runs), func() bool {
+		return balanceOf(t, c, payee) == want &&
+			count(`SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed' AND orphaned_at IS NULL`) == runs
 	})
 	time.Sleep(3 * time.Second) // the chain moves on: nothing more is claimed or paid
-	require.Equal(t, want, b.balance(t, payee), "paid exactly what is owed")
-	require.Equal(t, runs, b.count(t, `SELECT count(*) FROM rflow.workflow_runs`), "one run per deposit")
-	require.Equal(t, runs, b.count(t, `SELECT count(*) FROM relayer.transactions`), "one send per deposit")
+	require.Equal(t, want, balanceOf(t, c, payee), "paid exactly what is owed")
+	require.Equal(t, runs, count(`SELECT count(*) FROM rflow.workflow_runs`), "one run per deposit")
+	require.Equal(t, runs, count(`SELECT count(*) FROM relayer.transactions`), "one send per deposit")
 }
 
 // TestReorgMovingLogsKeepsTheirRuns is issue 26's reproduction: two

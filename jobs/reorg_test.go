@@ -16,6 +16,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -79,7 +80,6 @@ type reorgBundle struct {
 // yaml.
 func newReorgBundle(t *testing.T, yaml func(*anviltest.Node, *anviltest.Emitter, *receiver) string) *reorgBundle {
 	t.Helper()
-	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{})
 	em := anviltest.DeployEmitter(t, node)
 	recv := newReceiver(t)
@@ -91,13 +91,21 @@ func newReorgBundle(t *testing.T, yaml func(*anviltest.Node, *anviltest.Emitter,
 		return os.LookupEnv(k)
 	})
 	pool, e := deployed(t, project)
+	runChain(t, pool, e)
+	return &reorgBundle{pool: pool, node: node, em: em, recv: recv, ops: ops}
+}
+
+// runChain runs the chain service of e's project, claiming through e, until
+// the test ends.
+func runChain(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine) {
+	t.Helper()
+	ctx := context.Background()
 	svc, err := chain.NewService(ctx, pool, e, e.ChainConfig(), nil)
 	require.NoError(t, err)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = svc.Run(sctx) }()
 	t.Cleanup(func() { cancel(); <-done; svc.Close() })
-	return &reorgBundle{pool: pool, node: node, em: em, recv: recv, ops: ops}
 }
 
 // mining mines a block every 150ms until the test ends: the fork reaches
