@@ -242,4 +242,11 @@ func TestLogReincludedAfterItsDecisionIsPaidOnce(t *testing.T) {
 	list, err := store.ListRuns(ctx, b.pool, store.RunFilter{})
 	require.NoError(t, err)
 	require.Len(t, list, 3)
+	for _, r := range list {
+		rs, err := store.RunResponses(ctx, b.pool, r.ID)
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		require.Equal(t, store.RunCompleted, rs[0].Status, "the response decided before stays as it ran")
+		require.NotNil(t, rs[0].ReincludedAt)
+	}
 }

@@ -30,15 +30,18 @@ type Response struct {
 	UpdatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	// ReincludedAt is when the log came back after the response was
+	// decided (see ReincludeRuns); nil if it has not.
+	ReincludedAt *time.Time
 }
 
 const responseColumns = `id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at, attempt, status,
-	error, created_at, updated_at, started_at, finished_at`
+	error, created_at, updated_at, started_at, finished_at, reincluded_at`
 
 func scanResponse(row pgx.Row) (*Response, error) {
 	var r Response
 	err := row.Scan(&r.ID, &r.RunID, &r.ForkBlock, &r.ChainID, &r.Depth, &r.OldHash, &r.NewHash, &r.DecideAt,
-		&r.Attempt, &r.Status, &r.Error, &r.CreatedAt, &r.UpdatedAt, &r.StartedAt, &r.FinishedAt)
+		&r.Attempt, &r.Status, &r.Error, &r.CreatedAt, &r.UpdatedAt, &r.StartedAt, &r.FinishedAt, &r.ReincludedAt)
 	r.Error = scrub(r.Error)
 	return &r, err
 }
