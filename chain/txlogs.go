@@ -92,6 +92,9 @@ func (c *Client) TxLogIndexes(ctx context.Context, logs []types.Log) ([]uint, er
 	out := make([]uint, len(logs))
 	for i, l := range logs {
 		f := first[txKey{l.BlockHash, l.TxHash}]
+		if f == ^uint(0) {
+			return nil, fmt.Errorf("log %s:%d: no receipt of its transaction in its block: %w", l.TxHash.Hex(), l.Index, errReceiptMoved)
+		}
 		if f > l.Index {
 			return nil, fmt.Errorf("log %s:%d: its transaction's first log is %d", l.TxHash.Hex(), l.Index, f)
 		}
