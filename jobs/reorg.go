@@ -24,13 +24,17 @@ import (
 // Once the run's ingestion has passed the fork by the network's depth, the
 // response is decided:
 //
-//   - the log was claimed again meanwhile (the same tx hash and log index
-//     are back in the canonical chain, store.ReincludeRuns): the response
-//     ends as reincluded and the held steps go on;
+//   - the log was claimed again meanwhile (the same transaction and the
+//     same position in it are back in the canonical chain, wherever they
+//     landed, store.ReincludeRuns): the response ends as reincluded and
+//     the held steps go on;
 //   - otherwise the run is stopped through CancelRun (the single path every
 //     cancellation takes) and the workflow's on_reorg: steps run as the
 //     response, through the same advance, step worker and fences as a
 //     run's steps, in the response's own journal (store.ReorgJournal).
+//
+// A log that comes back after the decision is handled by lateReinclusion
+// (reorg_late.go).
 
 // reorgPoll is how often a pending response checks whether its fork has
 // reached the network's depth.
