@@ -128,7 +128,7 @@ func TestReorgMovingLogsKeepsTheirRuns(t *testing.T) {
 	c := b.em.EmitMany(3, 4) // 4, 5, 6
 	require.Equal(t, a.BlockNumber.Uint64()+1, c.BlockNumber.Uint64())
 	require.Equal(t, uint(0), c.Logs[0].Index, "the second transaction opens its block")
-	b.mining(t)
+	stop := b.mining(t)
 	b.settled(t, payee, 21, 6)
 	keys := map[string]bool{}
 	for _, r := range []struct {
@@ -154,6 +154,7 @@ func TestReorgMovingLogsKeepsTheirRuns(t *testing.T) {
 	require.Equal(t, keys, runKeys())
 
 	// Back below both; the same signed transactions in one new block.
+	stop() // the head stays where the reorg's depth is measured
 	rawA, rawC := b.node.RawTx(a.TxHash), b.node.RawTx(c.TxHash)
 	head := b.node.BlockNumber()
 	depth := int(head - a.BlockNumber.Uint64() + 1)
@@ -163,6 +164,7 @@ func TestReorgMovingLogsKeepsTheirRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, a.BlockNumber.Uint64(), moved.BlockNumber.Uint64(), "both in one block")
 	require.Equal(t, uint(3), moved.Logs[0].Index, "the second transaction's logs moved behind the first's")
+	b.mining(t)
 
 	eventually(t, 60*time.Second, "six responses, all reincluded", func() bool {
 		return b.count(t, `SELECT count(*) FROM rflow.reorg_runs WHERE status = 'reincluded'`) == 6

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,23 +109,26 @@ func runChain(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine) {
 	t.Cleanup(func() { cancel(); <-done; svc.Close() })
 }
 
-// mining mines a block every 150ms until the test ends: the fork reaches
-// the network's depth and sends confirm.
-func (b *reorgBundle) mining(t *testing.T) {
-	stop := make(chan struct{})
+// mining mines a block every 150ms until the test ends or stop is
+// called: the fork reaches the network's depth and sends confirm.
+func (b *reorgBundle) mining(t *testing.T) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(150 * time.Millisecond):
 				b.node.Call(nil, "anvil_mine", hexutil.Uint64(1))
 			}
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (b *reorgBundle) count(t *testing.T, q string, args ...any) int {
