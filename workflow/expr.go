@@ -19,7 +19,7 @@ import (
 // Env is the data an expression evaluates against. Its keys are the
 // expression variables:
 //
-//	event    the decoded log (ABI args + block, block_hash, tx_hash, log_index, address)
+//	event    the decoded log (ABI args + block, block_hash, tx_hash, log_index, tx_log_index, address)
 //	trigger  key, kind and the kind's payload: event | tick | block | result | headers, body | input
 //	steps    step id → {"output": …, "status": …}
 //	run      id, workflow, attempt, generation

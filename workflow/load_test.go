@@ -169,6 +169,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"3:21: unknown network locl; did you mean local?"}},
 		{"unknown step in expression", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: lookup\n    noop: {}\n  - id: b\n    if: \"${{ steps.lokup.output.ok }}\"\n    noop: {}\n",
 			[]string{"7:20: in ${{ steps.lokup.output.ok }}: unknown field lokup of steps; did you mean lookup?"}},
+		{"tx_log_index in a trigger's where", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ event.tx_log_index == 0 }}\" }\n" + steps,
+			[]string{"3:63: in ${{ event.tx_log_index == 0 }}: unknown field tx_log_index of event Deposit; did you mean log_index? (fields: address, amount, block, block_hash, log_index, sender, tx_hash)"}},
 		{"unknown variable", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ evnt.amount > 0 }}\" }\n" + steps,
 			[]string{"3:57: in ${{ evnt.amount > 0 }}: unknown variable evnt; did you mean event?"}},
 		{"variable of another trigger", "name: w\ntrigger: { cron: \"@hourly\" }\nsteps:\n  - id: a\n    fail: \"${{ event.amount }}\"\n",

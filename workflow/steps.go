@@ -410,7 +410,7 @@ func (l *loader) waitFor(ctx *wfCtx, s *Step, n *node, sc *scope, list *stepList
 			}
 			if ev != nil {
 				we.Event, we.ABIEvent = ev.Name, ev
-				evT = eventType(ev)
+				evT = eventType(ev, true)
 			}
 			if w := em["where"]; !w.isNull() {
 				we.Where = l.boolExpr(w, waitScope(sc, evT), "where")

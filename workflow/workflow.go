@@ -195,10 +195,15 @@ func (l *loader) trigger(ctx *wfCtx, n *node) {
 	}
 }
 
-// eventType describes an event's arguments plus the log fields rflow adds.
-func eventType(ev *abi.Event) *typ {
+// eventType describes an event's arguments plus the log fields rflow adds;
+// txLog adds tx_log_index, which a trigger's where: does not see (it is
+// read from receipts for the logs where: keeps).
+func eventType(ev *abi.Event, txLog bool) *typ {
 	fields := map[string]*typ{
 		"block": intT, "block_hash": hashT, "tx_hash": hashT, "log_index": intT, "address": addrT,
+	}
+	if txLog {
+		fields["tx_log_index"] = intT
 	}
 	for _, in := range ev.Inputs {
 		if in.Name != "" {
@@ -251,7 +256,7 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 	}
 	if ev != nil {
 		et.Event, et.ABIEvent = ev.Name, ev
-		ctx.eventT = eventType(ev)
+		ctx.eventT = eventType(ev, true)
 	} else {
 		et.Event = l.str(en, "event")
 		ctx.eventT = anyT
@@ -264,6 +269,9 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 	}
 	if wn := m["where"]; !wn.isNull() {
 		sc := triggerScope(ctx)
+		if ev != nil {
+			sc.vars["event"] = eventType(ev, false)
+		}
 		et.Where = l.boolExpr(wn, sc, "where")
 	}
 	return et
