@@ -53,7 +53,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		for _, w := range p.Workflows {
-			again, err := CompileSpec(p, w.Spec)
+			again, err := CompileSpec(p, w.Spec, OriginFile)
 			if err != nil {
 				t.Fatalf("workflow %s: its own spec does not compile: %v\nspec: %s", w.Name, err, w.Spec)
 			}
@@ -90,7 +90,7 @@ func FuzzParseWorkflow(f *testing.F) {
 			}
 			return
 		}
-		again, err := CompileSpec(p, w.Spec)
+		again, err := CompileSpec(p, w.Spec, OriginAPI)
 		if err != nil || again.Hash != w.Hash {
 			t.Fatalf("spec does not round-trip: %v\n%s", err, w.Spec)
 		}
