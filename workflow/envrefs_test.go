@@ -195,7 +195,7 @@ func TestAPITokens(t *testing.T) {
 		"    - { name: a, token: \"${CI}\", roles: [read] }\n    - { name: b, token: \"${CI}\", roles: [read] }\n":  "5:27: api token b: its value is also token a's",
 		"    - { name: a, token: \"${FULL}\", roles: [read] }\n":                                             "4:18: api token a: its value is RFLOW_API_TOKEN's",
 		"    - { name: a, token: \"${SHORT}\", roles: [read] }\n":                                            "4:26: api token a: the token is shorter than 16 characters",
-		"    - { name: RFLOW_API_TOKEN, token: \"${CI}\", roles: [read] }\n":                                 "4:13: api token name RFLOW_API_TOKEN is reserved",
+		"    - { name: RFLOW_API_TOKEN, token: \"${CI}\", roles: [read] }\n":                                 "4:15: api token name RFLOW_API_TOKEN is reserved",
 		"    - { name: a, roles: [read] }\n":                                                                 `4:7: api token a: missing required key "token"`,
 	}
 	for tokens, want := range cases {
