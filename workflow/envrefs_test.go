@@ -189,12 +189,12 @@ func TestAPITokens(t *testing.T) {
 	require.Equal(t, []Role{RoleRead, RoleApprove}, p.APITokens[1].Roles)
 
 	cases := map[string]string{
-		"    - { name: ci, token: \"${CI}\", roles: [read, deplyo] }\n":                                      `4:48: api token ci: unknown role "deplyo" (one of read, deploy, approve, operate); did you mean deploy?`,
+		"    - { name: ci, token: \"${CI}\", roles: [read, deplyo] }\n":                                      `4:49: api token ci: unknown role "deplyo" (one of read, deploy, approve, operate); did you mean deploy?`,
 		"    - { name: ci, token: \"${CI}\", roles: [] }\n":                                                  "4:42: api token ci: roles is empty",
 		"    - { name: ci, token: \"${CI}\", roles: [read] }\n    - { name: ci, token: \"${T}\", roles: [read] }\n": `5:15: duplicate api token name "ci"`,
-		"    - { name: a, token: \"${CI}\", roles: [read] }\n    - { name: b, token: \"${CI}\", roles: [read] }\n":  "5:27: api token b: its value is also token a's",
+		"    - { name: a, token: \"${CI}\", roles: [read] }\n    - { name: b, token: \"${CI}\", roles: [read] }\n":  "5:18: api token b: its value is also token a's",
 		"    - { name: a, token: \"${FULL}\", roles: [read] }\n":                                             "4:18: api token a: its value is RFLOW_API_TOKEN's",
-		"    - { name: a, token: \"${SHORT}\", roles: [read] }\n":                                            "4:26: api token a: the token is shorter than 16 characters",
+		"    - { name: a, token: \"${SHORT}\", roles: [read] }\n":                                            "4:25: api token a: the token is shorter than 16 characters",
 		"    - { name: RFLOW_API_TOKEN, token: \"${CI}\", roles: [read] }\n":                                 "4:15: api token name RFLOW_API_TOKEN is reserved",
 		"    - { name: a, roles: [read] }\n":                                                                 `4:7: api token a: missing required key "token"`,
 	}
