@@ -12,6 +12,7 @@ import (
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 const gatedYAML = `
@@ -81,13 +82,13 @@ func TestApprovalCommands(t *testing.T) {
 	require.Equal(t, 200, first.status, "%s", first.body)
 	ap := first.json(t)["approval"].(map[string]any)
 	require.Equal(t, "approved", ap["status"])
-	require.Equal(t, "ops-lead", ap["decided_by"])
+	require.Equal(t, workflow.FullAccessToken, ap["decided_by"], "the decider is the token, not the body's by")
 	replay := b.api(t, "POST", "/v1/approvals/"+short+"/approve", "k1", []byte(`{"by":"ops-lead","reason":"ok"}`))
 	require.Equal(t, "true", replay.header.Get(server.HeaderReplayed))
 	require.Equal(t, first.body, replay.body, "the recorded reply")
 	other := b.api(t, "POST", "/v1/approvals/"+id+"/approve", "k2", []byte(`{"by":"someone-else"}`))
 	require.Equal(t, 200, other.status)
-	require.Equal(t, "ops-lead", other.json(t)["approval"].(map[string]any)["decided_by"], "a repeat records nothing new")
+	require.Equal(t, workflow.FullAccessToken, other.json(t)["approval"].(map[string]any)["decided_by"], "a repeat records nothing new")
 	conflict := b.api(t, "POST", "/v1/approvals/"+id+"/reject", "k3", nil)
 	require.Equal(t, 409, conflict.status)
 	require.Equal(t, "approval_conflict", conflict.errorCode(t))
@@ -106,7 +107,7 @@ func TestApprovalCommands(t *testing.T) {
 	_, id2, _ := park("run-2")
 	rej := b.api(t, "POST", "/v1/approvals/"+id2+"/reject", "k4", []byte(`{"reason":"no"}`))
 	require.Equal(t, 200, rej.status, "%s", rej.body)
-	require.Equal(t, "api", rej.json(t)["approval"].(map[string]any)["decided_by"])
+	require.Equal(t, workflow.FullAccessToken, rej.json(t)["approval"].(map[string]any)["decided_by"])
 	late := b.api(t, "POST", "/v1/approvals/"+id2+"/approve", "k5", nil)
 	require.Equal(t, 409, late.status)
 	require.Equal(t, 404, b.api(t, "POST", "/v1/approvals/00000000/approve", "k6", nil).status)
