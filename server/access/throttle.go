@@ -6,9 +6,9 @@ import (
 )
 
 // Throttle slows password guessing at the console's login: after
-// FreeFailures wrong tokens from one client, each further failure doubles
-// the wait before its next try (1s, 2s, 4s, … up to MaxDelay); a try while
-// waiting is refused without being checked. A right token clears the
+// FreeFailures wrong tokens from one client, it must wait BaseDelay before
+// its next try, and each further failure doubles the wait (1s, 2s, 4s, …
+// up to MaxDelay); a try while waiting is refused without being checked. A right token clears the
 // client's count. Create it with NewThrottle.
 type Throttle struct {
 	mu      sync.Mutex
@@ -71,10 +71,10 @@ func (t *Throttle) Failed(client string) {
 	}
 	f.count++
 	f.last = now
-	if over := f.count - FreeFailures; over > 0 {
+	if over := f.count - FreeFailures; over >= 0 {
 		delay := MaxDelay
 		if over < 20 {
-			delay = min(MaxDelay, BaseDelay<<(over-1))
+			delay = min(MaxDelay, BaseDelay<<over)
 		}
 		f.until = now.Add(delay)
 	}

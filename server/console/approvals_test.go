@@ -68,7 +68,7 @@ func TestConsoleApprovals(t *testing.T) {
 	b.waitRun(t, id, store.RunCompleted, 1)
 	require.Equal(t, start+1, nonce(), "one send")
 	br.open(b.srv.URL+"/ui/runs/"+id.String(), "p.decision")
-	require.Contains(t, br.text("p.decision"), "approved by console at")
+	require.Contains(t, br.text("p.decision"), "approved by RFLOW_API_TOKEN at")
 	require.Contains(t, br.text("p.decision"), "fine by me")
 	require.Equal(t, "completed", br.text("#run-status"))
 }
