@@ -143,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, keyring: access.NewKeyring(cfg.APIToken, cfg.Tokens),
-		proxies: cfg.Proxies,
+		proxies:   cfg.Proxies,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
 		readyStall: cfg.ReadyStall, triggers: cfg.Triggers,
 	}

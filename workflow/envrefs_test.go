@@ -49,16 +49,16 @@ func TestSecretsAreNeverInterpolated(t *testing.T) {
 		return "  - name: leak\n    trigger: { manual: {} }\n    steps:\n      - { id: s, http_call: " + field + " }\n"
 	}
 	cases := map[string]string{
-		`{ url: "http://x/?k=${OPS_PRIVATE_KEY}" }`:                    "${OPS_PRIVATE_KEY} can never be interpolated into a workflow (it holds wallet ops's private key)",
-		`{ url: "http://x/?t=${RFLOW_API_TOKEN}" }`:                    "${RFLOW_API_TOKEN} can never be interpolated into a workflow (it is the command API's token)",
-		`{ url: "http://x/?d=${DATABASE_URL}" }`:                       "${DATABASE_URL} can never be interpolated into a workflow (it holds the database URL",
-		`{ url: "http://x/", body: { db: "${PG_URL}" } }`:              "${PG_URL} can never be interpolated into a workflow (it holds the database URL)",
-		`{ url: "http://x/", headers: { X-T: "${CI_TOKEN}" } }`:        "${CI_TOKEN} can never be interpolated into a workflow (it holds API token ci)",
-		`{ url: "http://x/${HOOK_SECRET}" }`:                           "${HOOK_SECRET} can never be interpolated into a workflow (it holds workflow hook's webhook secret)",
-		`{ url: "http://x/", body: "${API_SECRET}" }`:                  "${API_SECRET} can never be interpolated into a workflow (it holds an HMAC secret of workflow hook)",
-		`{ url: "http://x/?k=${ALIAS}" }`:                              "${ALIAS} holds the value of wallet ops's private key, which can never be interpolated",
-		`{ url: "http://x/", hmac_secret: "${OPS_PRIVATE_KEY}" }`:      "${OPS_PRIVATE_KEY} cannot sign or check requests (it holds wallet ops's private key)",
-		`{ url: "http://x/", hmac_secret: "${RFLOW_API_TOKEN}" }`:      "${RFLOW_API_TOKEN} cannot sign or check requests",
+		`{ url: "http://x/?k=${OPS_PRIVATE_KEY}" }`:                   "${OPS_PRIVATE_KEY} can never be interpolated into a workflow (it holds wallet ops's private key)",
+		`{ url: "http://x/?t=${RFLOW_API_TOKEN}" }`:                   "${RFLOW_API_TOKEN} can never be interpolated into a workflow (it is the command API's token)",
+		`{ url: "http://x/?d=${DATABASE_URL}" }`:                      "${DATABASE_URL} can never be interpolated into a workflow (it holds the database URL",
+		`{ url: "http://x/", body: { db: "${PG_URL}" } }`:             "${PG_URL} can never be interpolated into a workflow (it holds the database URL)",
+		`{ url: "http://x/", headers: { X-T: "${CI_TOKEN}" } }`:       "${CI_TOKEN} can never be interpolated into a workflow (it holds API token ci)",
+		`{ url: "http://x/${HOOK_SECRET}" }`:                          "${HOOK_SECRET} can never be interpolated into a workflow (it holds workflow hook's webhook secret)",
+		`{ url: "http://x/", body: "${API_SECRET}" }`:                 "${API_SECRET} can never be interpolated into a workflow (it holds an HMAC secret of workflow hook)",
+		`{ url: "http://x/?k=${ALIAS}" }`:                             "${ALIAS} holds the value of wallet ops's private key, which can never be interpolated",
+		`{ url: "http://x/", hmac_secret: "${OPS_PRIVATE_KEY}" }`:     "${OPS_PRIVATE_KEY} cannot sign or check requests (it holds wallet ops's private key)",
+		`{ url: "http://x/", hmac_secret: "${RFLOW_API_TOKEN}" }`:     "${RFLOW_API_TOKEN} cannot sign or check requests",
 		`{ url: "http://x/", hmac_secret: "${OWN}", body: "${OWN}" }`: "${OWN} can never be interpolated into a workflow (it holds an HMAC secret of workflow leak)",
 	}
 	for field, want := range cases {
@@ -102,7 +102,7 @@ func TestAPIDefinitionsReadOnlyTheAllowlist(t *testing.T) {
 	}
 	refused := map[string]string{
 		`{ url: "http://x/?k=${OPS_PRIVATE_KEY}&t=${RFLOW_API_TOKEN}&d=${DATABASE_URL}" }`: "${OPS_PRIVATE_KEY} can never be interpolated",
-		`{ url: "https://${HOST}/x" }`: "${HOST} is not declared under env: in rflow.yaml; a definition deployed through the API reads only the variables declared there",
+		`{ url: "https://${HOST}/x" }`:                            "${HOST} is not declared under env: in rflow.yaml; a definition deployed through the API reads only the variables declared there",
 		`{ url: "https://${HOST:-h}/x" }`:                         "${HOST} is not declared under env:",
 		`{ url: "https://h/x", hmac_secret: "${HOST}" }`:          "${HOST} is not a webhook or HMAC secret of rflow.yaml's files nor declared under env:",
 		`{ url: "https://h/x", hmac_secret: "${CI_TOKEN}" }`:      "${CI_TOKEN} cannot sign or check requests (it holds API token ci)",
@@ -189,21 +189,20 @@ func TestAPITokens(t *testing.T) {
 	require.Equal(t, []Role{RoleRead, RoleApprove}, p.APITokens[1].Roles)
 
 	cases := map[string]string{
-		"    - { name: ci, token: \"${CI}\", roles: [read, deplyo] }\n":                                      `4:49: api token ci: unknown role "deplyo" (one of read, deploy, approve, operate); did you mean deploy?`,
-		"    - { name: ci, token: \"${CI}\", roles: [] }\n":                                                  "4:42: api token ci: roles is empty",
+		"    - { name: ci, token: \"${CI}\", roles: [read, deplyo] }\n":                                             `4:49: api token ci: unknown role "deplyo" (one of read, deploy, approve, operate); did you mean deploy?`,
+		"    - { name: ci, token: \"${CI}\", roles: [] }\n":                                                         "4:42: api token ci: roles is empty",
 		"    - { name: ci, token: \"${CI}\", roles: [read] }\n    - { name: ci, token: \"${T}\", roles: [read] }\n": `5:15: duplicate api token name "ci"`,
 		"    - { name: a, token: \"${CI}\", roles: [read] }\n    - { name: b, token: \"${CI}\", roles: [read] }\n":  "5:18: api token b: its value is also token a's",
-		"    - { name: a, token: \"${FULL}\", roles: [read] }\n":                                             "4:18: api token a: its value is RFLOW_API_TOKEN's",
-		"    - { name: a, token: \"${SHORT}\", roles: [read] }\n":                                            "4:25: api token a: the token is shorter than 16 characters",
-		"    - { name: RFLOW_API_TOKEN, token: \"${CI}\", roles: [read] }\n":                                 "4:15: api token name RFLOW_API_TOKEN is reserved",
-		"    - { name: a, roles: [read] }\n":                                                                 `4:7: api token a: missing required key "token"`,
+		"    - { name: a, token: \"${FULL}\", roles: [read] }\n":                                                    "4:18: api token a: its value is RFLOW_API_TOKEN's",
+		"    - { name: a, token: \"${SHORT}\", roles: [read] }\n":                                                   "4:25: api token a: the token is shorter than 16 characters",
+		"    - { name: RFLOW_API_TOKEN, token: \"${CI}\", roles: [read] }\n":                                        "4:15: api token name RFLOW_API_TOKEN is reserved",
+		"    - { name: a, roles: [read] }\n":                                                                        `4:7: api token a: missing required key "token"`,
 	}
 	for tokens, want := range cases {
 		_, err := Load(write(tokens), LoadOptions{LookupEnv: env})
 		requireDiagnostic(t, err, want)
 	}
 }
-
 
 // requireDiagnostic checks that err holds a diagnostic containing want.
 func requireDiagnostic(t *testing.T, err error, want string) {
