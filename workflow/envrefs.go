@@ -85,7 +85,7 @@ func (l *loader) collectSecrets(refs map[string]string, wfs []*node) {
 // signingRefs adds the ${VAR} names a workflow definition uses as webhook
 // secret or HMAC secret to secrets.
 func signingRefs(wf *node, fromFiles bool, secrets map[string]secretVar) {
-	name := scalarText(wf.get("name").val)
+	name := nameOf(wf)
 	var walk func(n *node, parent string)
 	walk = func(n *node, parent string) {
 		if n == nil {

@@ -20,6 +20,8 @@ func FuzzLoad(f *testing.F) {
 		"- [\n",
 		"name: !!binary aGVsbG8=\n",
 		"<<: {name: x}\n",
+		"name: x\napi: {tokens: [{name: ci, token: \"${CI:-0123456789abcdef0}\", roles: [read, deploy]}, {token: t}, x]}\nwallets: [{private_key: k}]\n",
+		"name: x\nworkflows: [{trigger: {webhook: {secret: \"${S:-s}\"}}, steps: [{id: a, http_call: {url: \"http://h/${S:-s}\", hmac_secret: \"${H:-h}\"}}]}]\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -171,13 +171,13 @@ func (l *loader) project(root *node) {
 	secretRefs := map[string]string{}
 	envRefsIn(m["database_url"], "the database URL", secretRefs)
 	for _, n := range l.list(m["wallets"], "wallets", false) {
-		name := scalarText(n.get("name").val)
+		name := nameOf(n)
 		envRefsIn(n.get("private_key"), "wallet "+name+"'s private key", secretRefs)
 		envRefsIn(n.get("password"), "wallet "+name+"'s keystore password", secretRefs)
 	}
 	if tokens := m["api"].get("tokens"); tokens != nil {
 		for _, n := range tokens.items {
-			envRefsIn(n.get("token"), "API token "+scalarText(n.get("name").val), secretRefs)
+			envRefsIn(n.get("token"), "API token "+nameOf(n), secretRefs)
 		}
 	}
 	var wfs []*node
@@ -213,6 +213,15 @@ func (l *loader) project(root *node) {
 		l.p.Workflows = append(l.p.Workflows, w)
 	}
 	l.checkNotifierRefs()
+}
+
+// nameOf is the text of mapping n's name key, or "" (a missing name is
+// reported where the mapping is read).
+func nameOf(n *node) string {
+	if nn := n.get("name"); nn != nil {
+		return scalarText(nn.val)
+	}
+	return ""
 }
 
 // include expands an include glob into workflow nodes. A file holds one
