@@ -9,6 +9,7 @@ import (
 
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/store"
 )
 
 // Scoped tokens of tokensYAML, as the issue declares them.
@@ -165,4 +166,27 @@ func requireForbidden(t *testing.T, r reply, role, token string) {
 	require.Contains(t, e["message"], "needs the "+role+" role")
 	require.Equal(t, role, e["details"].(map[string]any)["required_role"])
 	require.Equal(t, token, e["details"].(map[string]any)["token"])
+}
+
+// TestAPIGenerationCompiledUnderAPIRules: a generation recorded as from the
+// API (as migration 032 marks the API deploys made before it) is compiled
+// under the API's rule whenever it is loaded: its undeclared ${VAR} is
+// refused, and no run of it starts.
+func TestAPIGenerationCompiledUnderAPIRules(t *testing.T) {
+	t.Parallel()
+	b := tokensBundle(t)
+	spec := []byte(`{"name":"legacy","steps":[{"http_call":{"url":"https://${HOME_REGION}.example/x"},"id":"x"}],"trigger":{"manual":{}}}`)
+	tx, err := b.pool.Begin(b.ctx)
+	require.NoError(t, err)
+	_, err = store.DeployWorkflowFromAPI(b.ctx, tx, "legacy", "legacy-hash", spec)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(b.ctx))
+
+	r := b.api(t, http.MethodPost, "/v1/workflows/legacy/runs", "l1", []byte(`{}`))
+	require.Equal(t, http.StatusConflict, r.status, "%s", r.body)
+	require.Equal(t, "invalid_definition", r.errorCode(t))
+	require.Contains(t, string(r.body), "${HOME_REGION} is not declared under env:")
+	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'legacy'`))
+	_, err = b.engine.Workflow(b.ctx, "legacy")
+	require.ErrorContains(t, err, "${HOME_REGION} is not declared under env:")
 }
