@@ -99,13 +99,12 @@ type Config struct {
 	// docs/operations.md). rflow start --metrics-addr serves it on a
 	// listener of its own instead and leaves this nil.
 	Metrics http.Handler
-	// ReadyStall makes /readyz fail when a chain trigger's cursor has not
-	// moved for this long while its network's head moved; zero checks only
-	// the database. Triggers lists the cursor tasks to watch
-	// ("event/<workflow>", "block/<workflow>", "read/<workflow>"): the
-	// chain triggers currently deployed.
+	// ReadyStall makes /readyz fail when a watched network's head has not
+	// advanced for this long, or a watched cursor left a new block
+	// unclaimed this long; zero checks only the database. Watch lists what
+	// to watch: the chain triggers and wait feeds currently deployed.
 	ReadyStall time.Duration
-	Triggers   func(context.Context) ([]string, error)
+	Watch      func(context.Context) (ChainWatch, error)
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -122,9 +121,11 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 	riverUI   *riverui.Handler
-	// readyStall and triggers configure /readyz's stuck-trigger check.
+	// readyStall and watch configure /readyz's chain checks; started is
+	// when this process began, for a network that never recorded a block.
 	readyStall time.Duration
-	triggers   func(context.Context) ([]string, error)
+	watch      func(context.Context) (ChainWatch, error)
+	started    time.Time
 	// txSlots bounds the transactions handlers hold at once to half the
 	// pool. Requests with one idempotency key queue on the ledger row while
 	// holding a connection; without the bound they could take every
@@ -145,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, keyring: access.NewKeyring(cfg.APIToken, cfg.Tokens),
 		proxies:   cfg.Proxies,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
-		readyStall: cfg.ReadyStall, triggers: cfg.Triggers,
+		readyStall: cfg.ReadyStall, watch: cfg.Watch, started: time.Now(),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
