@@ -82,6 +82,17 @@ func TestSecretsAreNeverInterpolated(t *testing.T) {
 	_, err = Load(path, LoadOptions{LookupEnv: lookup(secretsEnv)})
 	requireDiagnostic(t, err, "env: HOOK_SECRET is never visible to workflows (it holds workflow hook's webhook secret)")
 
+	// Nor a plain-looking variable holding an API token's value.
+	src, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(src), "env: [REGION, HOOK_SECRET]", "env: [REGION, COPY]", 1)), 0o600))
+	withCopy := map[string]string{"COPY": secretsEnv["CI_TOKEN"]}
+	for k, v := range secretsEnv {
+		withCopy[k] = v
+	}
+	_, err = Load(path, LoadOptions{LookupEnv: lookup(withCopy)})
+	requireDiagnostic(t, err, "env: COPY is never visible to workflows (it holds the value of API token ci)")
+
 	// What the files may do stays: a plain variable anywhere, each secret
 	// in its own field.
 	p, err := Load(secretsProject(t, step(`{ url: "https://${HOST}/x?r=${REGION}", hmac_secret: "${API_SECRET}" }`)), LoadOptions{LookupEnv: lookup(secretsEnv)})
