@@ -87,11 +87,19 @@ func setup(t *testing.T, configure ...func(*server.Config)) *testBundle {
 // With start the engine also executes runs.
 func newBundle(t *testing.T, project string, start bool, configure ...func(*server.Config)) *testBundle {
 	t.Helper()
+	return newBundleEnv(t, project, nil, start, configure...)
+}
+
+// newBundleEnv is newBundle with env as the process environment the
+// project (and definitions deployed through the API) resolve ${VAR} in;
+// the project's api: tokens: are served.
+func newBundleEnv(t *testing.T, project string, env map[string]string, start bool, configure ...func(*server.Config)) *testBundle {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(project), 0o600))
-	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	require.NoError(t, err)
 
 	url := storetest.URL(t)
@@ -119,7 +127,7 @@ func newBundle(t *testing.T, project string, start bool, configure ...func(*serv
 		})
 	}
 
-	cfg := server.Config{Pool: pool, Engine: engine, APIToken: testToken}
+	cfg := server.Config{Pool: pool, Engine: engine, APIToken: testToken, Tokens: p.APITokens}
 	for _, c := range configure {
 		c(&cfg)
 	}

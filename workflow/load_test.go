@@ -38,7 +38,7 @@ networks:
     rpc: http://127.0.0.1:8545
 wallets:
   - name: ops
-    private_key: "%s"
+    private_key: "${OPS_KEY:-%s}"
 contracts:
   - name: Vault
     abi: %s
@@ -113,14 +113,14 @@ func TestCompileSpecRoundTrip(t *testing.T) {
 	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv)})
 	require.NoError(t, err)
 	for _, w := range p.Workflows {
-		got, err := CompileSpec(p, w.Spec)
+		got, err := CompileSpec(p, w.Spec, OriginFile)
 		require.NoError(t, err, w.Name)
 		require.Equal(t, w.Hash, got.Hash, w.Name)
 		require.Equal(t, w.Name, got.Name)
 		require.Equal(t, w.Trigger.Kind, got.Trigger.Kind)
 		require.Equal(t, len(w.Steps), len(got.Steps))
 	}
-	_, err = CompileSpec(p, []byte(`{"name":"x","trigger":{"manual":{}},"steps":[{"id":"a","goto":"nowhere"}]}`))
+	_, err = CompileSpec(p, []byte(`{"name":"x","trigger":{"manual":{}},"steps":[{"id":"a","goto":"nowhere"}]}`), OriginFile)
 	var ds Diagnostics
 	require.True(t, errors.As(err, &ds))
 	require.Contains(t, ds.Error(), `spec of x: goto: no step "nowhere"`)
@@ -283,7 +283,7 @@ func TestCompileSpecAfterJSONB(t *testing.T) {
 	rewritten := strings.Replace(indented.String(), "\n  \"name\": \"w\",", "", 1)
 	rewritten = strings.TrimSuffix(rewritten, "\n}") + ",\n  \"name\": \"w\"\n}"
 	require.NotEqual(t, string(w.Spec), rewritten)
-	got, err := CompileSpec(p, []byte(rewritten))
+	got, err := CompileSpec(p, []byte(rewritten), OriginFile)
 	require.NoError(t, err)
 	require.Equal(t, w.Hash, got.Hash)
 	require.Equal(t, string(w.Spec), string(got.Spec))
@@ -332,7 +332,7 @@ func TestEnvRefDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.base+"/x", url)
 		require.Contains(t, string(w.Spec), `"secret":"${HOOK:-dflt}"`)
-		got, err := CompileSpec(p, w.Spec)
+		got, err := CompileSpec(p, w.Spec, OriginFile)
 		require.NoError(t, err)
 		require.Equal(t, w.Hash, got.Hash)
 	}

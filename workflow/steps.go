@@ -170,8 +170,7 @@ func (l *loader) httpCall(s *Step, n *node, sc *scope) *HTTPCall {
 		}
 	}
 	if hs := m["hmac_secret"]; !hs.isNull() {
-		v, _ := l.scalar(hs, "hmac_secret")
-		h.HMACSecret = Secret(v)
+		h.HMACSecret = l.secretScalar(hs, "step "+s.ID+": hmac_secret")
 	}
 	if r := m["retry"]; !r.isNull() {
 		s.Retry = l.retry(r)

@@ -43,12 +43,19 @@ type Project struct {
 	Env []string
 	// Idempotency is the command ledger's retention (see idempotency.go).
 	Idempotency Idempotency
+	// APITokens are the scoped tokens of api: tokens: (api.go), besides
+	// RFLOW_API_TOKEN, which holds every role.
+	APITokens []*APIToken
 	// Warnings holds what validation warned about (never errors: those make
 	// Load fail).
 	Warnings Diagnostics
 
 	lookupEnv func(string) (string, bool)
-	file      string // the project file's base name, for messages
+	// secretVars and secretValues are the credential variables and values
+	// no workflow definition may interpolate (envrefs.go).
+	secretVars   map[string]secretVar
+	secretValues map[string]string
+	file         string // the project file's base name, for messages
 	// allowUnsetEnv is LoadOptions.AllowUnsetEnv; CompileSpec honours it too.
 	allowUnsetEnv bool
 }

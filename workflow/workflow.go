@@ -54,6 +54,8 @@ func (s *stepList) reachable() []string {
 
 // workflow checks and compiles one workflow definition.
 func (l *loader) workflow(n *node) *Workflow {
+	l.inDefinition = true
+	defer func() { l.inDefinition = false }()
 	m := l.fields(n, "workflow", workflowKeys...)
 	if m == nil {
 		return nil
@@ -449,8 +451,7 @@ func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
 	}
 	wt := &WebhookTrigger{TTL: DefaultWebhookTTL}
 	if s := m["secret"]; !s.isNull() {
-		v, _ := l.scalar(s, "secret")
-		wt.Secret = Secret(v)
+		wt.Secret = l.secretScalar(s, "workflow "+ctx.w.Name+": webhook secret")
 	}
 	sc := triggerScope(ctx)
 	if k := m["idempotency_key"]; !k.isNull() {
