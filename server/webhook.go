@@ -74,6 +74,14 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if aerr := checkHeaders(r.Header); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if aerr := checkJSONBody(body); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	decoded, err := workflow.UnmarshalJSON(body)
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "malformed_json",

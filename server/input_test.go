@@ -1,0 +1,49 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Input Postgres would refuse is the caller's mistake: 400 with the reason,
+// nothing stored, never a 500 asking for a retry that can only fail again.
+func TestUnstorableInputIs400(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	huge := `{"n": ` + strings.Repeat("7", 500_000) + `}`
+	deep := strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000)
+	bodies := map[string]string{
+		"nul escape":      `{"a":"x\u0000y"}`,
+		"nul in a key":    `{"a\u0000":1}`,
+		"lone surrogate":  `{"a":"\udc00"}`,
+		"invalid utf-8":   "{\"a\":\"\xff\xfe\"}",
+		"500,000 digits":  huge,
+		"10,000 brackets": deep,
+	}
+	for name, body := range bodies {
+		r := b.do(t, "POST", "/hooks/open", []byte(body), map[string]string{"Content-Type": "application/json"})
+		require.Equal(t, 400, r.status, "webhook, %s: %s", name, r.body)
+		require.Equal(t, "bad_body", r.errorCode(t), name)
+
+		input := `{"input": ` + body + `}`
+		r = b.api(t, "POST", "/v1/workflows/manual/runs", "k-"+strings.ReplaceAll(name, " ", "-"), []byte(input))
+		require.Equal(t, 400, r.status, "command, %s: %s", name, r.body)
+		require.Equal(t, "bad_body", r.errorCode(t), name)
+	}
+	r := b.do(t, "POST", "/hooks/open", []byte(`{}`), map[string]string{"X-Note": "caf\xe9"})
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Equal(t, "bad_header", r.errorCode(t))
+	require.Contains(t, string(r.body), "X-Note")
+
+	r = b.api(t, "POST", "/v1/workflows/manual/runs", "key-\xff", []byte(`{}`))
+	require.Equal(t, 400, r.status, "%s", r.body)
+	require.Equal(t, "bad_header", r.errorCode(t))
+
+	r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-nul", []byte("name: manual\x00\n"))
+	require.Equal(t, 400, r.status, "%s", r.body)
+
+	require.Zero(t, b.count(t, `SELECT count(*) FROM rflow.workflow_runs`))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM rflow.idempotency_keys`))
+}
