@@ -83,4 +83,3 @@ func printable(b []byte) string {
 	}
 	return s
 }
-
