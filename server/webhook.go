@@ -67,11 +67,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hook.Secret.IsSet() {
-		// A signed webhook's secret is the trigger's; the scheme is the one
-		// rflow's own outgoing calls use.
-		if err := signature.Verify(hook.Secret.Reveal(), r.Header, body, time.Now()); err != nil {
+		// v2 covers the method and path (a request signed for another
+		// webhook sharing the secret is refused) and the headers the
+		// idempotency key reads (validate insists on it).
+		scheme, err := signature.VerifyRequest(hook.Secret.Reveal(), r, body, time.Now(), signature.VerifyOptions{
+			RequireHeaders: hook.SignedHeaders, AllowV1: hook.LegacySignatures})
+		if err != nil {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: "bad_signature", message: err.Error()})
 			return
+		}
+		if scheme == signature.SchemeV1 {
+			s.logger.WarnContext(ctx, "webhook accepted with a deprecated v1 signature (timestamp and body only); "+
+				"move the sender to v2 and remove legacy_signatures", "workflow", name)
 		}
 	}
 	if aerr := checkHeaders(r.Header); aerr != nil {
