@@ -44,6 +44,13 @@ func TestUnstorableInputIs400(t *testing.T) {
 	r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-nul", []byte("name: manual\x00\n"))
 	require.Equal(t, 400, r.status, "%s", r.body)
 
+	// A 40 KB definition of nested brackets is refused while it is
+	// scanned, with its position, before the YAML parser builds it.
+	r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-deep", []byte(strings.Repeat("[", 20_000)+strings.Repeat("]", 20_000)))
+	require.Equal(t, 422, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "nested too deeply (more than 200 levels)")
+	require.Contains(t, string(r.body), ":1:201")
+
 	require.Zero(t, b.count(t, `SELECT count(*) FROM rflow.workflow_runs`))
 	require.Zero(t, b.count(t, `SELECT count(*) FROM rflow.idempotency_keys`))
 }

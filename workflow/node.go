@@ -97,6 +97,9 @@ const maxDepth = 200
 // parseYAML parses src (YAML or JSON) into one node per document. Syntax
 // errors are returned as diagnostics with the position the parser reported.
 func parseYAML(file string, src []byte) (docs []*node, ds Diagnostics) {
+	if d := checkYAMLDepth(file, src); d != nil {
+		return nil, Diagnostics{*d}
+	}
 	f, err := safeParse(protectEnvRefs(src))
 	if err != nil {
 		pos := Position{File: file, Line: 1, Col: 1}
