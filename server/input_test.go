@@ -44,6 +44,17 @@ func TestUnstorableInputIs400(t *testing.T) {
 	r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-nul", []byte("name: manual\x00\n"))
 	require.Equal(t, 400, r.status, "%s", r.body)
 
+	// A NUL inside a definition (a JSON or YAML escape) is the parser's to
+	// refuse, with their position.
+	for name, def := range map[string][2]string{
+		"json escape": {`{"name":"manual","trigger":{"manual":{}},"steps":[{"id":"a","fail":"x\u0000"}]}`, ":1:68"},
+		"yaml escape": {"name: manual\ntrigger: { manual: {} }\nsteps: [ { id: a, fail: \"x\\0\" } ]\n", ":3:"},
+	} {
+		r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-"+strings.ReplaceAll(name, " ", "-"), []byte(def[0]))
+		require.Equal(t, 422, r.status, "%s: %s", name, r.body)
+		require.Contains(t, string(r.body), def[1], name)
+	}
+
 	// A 40 KB definition of nested brackets is refused while it is
 	// scanned, with its position, before the YAML parser builds it.
 	r = b.api(t, "PUT", "/v1/workflows/manual", "deploy-deep", []byte(strings.Repeat("[", 20_000)+strings.Repeat("]", 20_000)))

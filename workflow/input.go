@@ -148,14 +148,14 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
-// CheckText reports the first thing in s that Postgres's text cannot hold:
-// bytes that are not UTF-8, or a NUL.
+// CheckText reports, as an *InputError, the first thing in s that
+// Postgres's text cannot hold: bytes that are not UTF-8, or a NUL.
 func CheckText(s []byte) error {
 	if !utf8.Valid(s) {
 		return &InputError{Offset: invalidUTF8At(s), Reason: "the input is not valid UTF-8"}
 	}
 	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return &InputError{Offset: i, Reason: "the input holds a NUL byte"}
+		return &InputError{Offset: i, Reason: "it holds a NUL byte"}
 	}
 	return nil
 }
