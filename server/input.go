@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"unicode/utf8"
@@ -32,13 +31,8 @@ func checkDefinitionBody(body []byte) *apiError {
 }
 
 func badBody(err error) *apiError {
-	msg := err.Error()
-	var ie *workflow.InputError
-	if errors.As(err, &ie) {
-		msg = ie.Error()
-	}
 	return &apiError{status: http.StatusBadRequest, code: "bad_body",
-		message: "the request body cannot be accepted: " + msg}
+		message: "the request body cannot be stored: " + err.Error()}
 }
 
 // checkHeaders refuses header values that are not UTF-8 (net/http already
