@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -144,4 +145,30 @@ func nodeDepth(n *node) int {
 		return 0
 	}
 	return d + 1
+}
+
+// FuzzIndentJSON: on any valid JSON, IndentJSON writes what json.Indent
+// writes while the depth allows, and valid JSON of the same value below.
+func FuzzIndentJSON(f *testing.F) {
+	for _, seed := range []string{`{"a":[1,{"b":"x\"]}"}],"c":{},"d":[]}`, `[[[[["deep"]]]]]`, `"s"`, `{"k":"\\"}`} {
+		f.Add([]byte(seed), 2)
+	}
+	f.Fuzz(func(t *testing.T, b []byte, maxDepth int) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, b) != nil {
+			return
+		}
+		var want bytes.Buffer
+		if err := json.Indent(&want, compact.Bytes(), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := IndentJSON(compact.Bytes(), 1<<20); !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("IndentJSON(%s)\n got %s\nwant %s", compact.Bytes(), got, want.Bytes())
+		}
+		got := IndentJSON(compact.Bytes(), maxDepth%64)
+		var again bytes.Buffer
+		if err := json.Compact(&again, got); err != nil || !bytes.Equal(again.Bytes(), compact.Bytes()) {
+			t.Fatalf("IndentJSON(%s, %d) = %s is not the same JSON (%v)", compact.Bytes(), maxDepth%64, got, err)
+		}
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 func outputFlag() cli.Flag {
@@ -34,9 +36,7 @@ func printJSON(c *cli.Context, v any) (bool, error) {
 }
 
 // maxIndentDepth is the deepest level writeJSON indents; deeper values are
-// written compact. Indenting every level writes a line per value with
-// depth × 2 spaces: a payload nested 20,000 deep (stored before rflow
-// bounded input depth) would print hundreds of MB.
+// written compact (workflow.IndentJSON).
 const maxIndentDepth = 32
 
 // writeJSON writes v as JSON indented by two spaces, as
@@ -47,58 +47,7 @@ func writeJSON(w io.Writer, v any) error {
 	if err := json.NewEncoder(&compact).Encode(v); err != nil {
 		return err
 	}
-	src := bytes.TrimRight(compact.Bytes(), "\n")
-	out := bytes.NewBuffer(make([]byte, 0, len(src)*2))
-	newline := func(depth int) {
-		out.WriteByte('\n')
-		for range depth {
-			out.WriteString("  ")
-		}
-	}
-	depth, inString := 0, false
-	for i := 0; i < len(src); i++ {
-		c := src[i]
-		if inString {
-			out.WriteByte(c)
-			if c == '\\' && i+1 < len(src) {
-				i++
-				out.WriteByte(src[i])
-			} else if c == '"' {
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-			out.WriteByte(c)
-		case '{', '[':
-			out.WriteByte(c)
-			depth++
-			if depth <= maxIndentDepth && i+1 < len(src) && src[i+1] != '}' && src[i+1] != ']' {
-				newline(depth)
-			}
-		case '}', ']':
-			if depth <= maxIndentDepth && src[i-1] != '{' && src[i-1] != '[' {
-				newline(depth - 1)
-			}
-			depth--
-			out.WriteByte(c)
-		case ',':
-			out.WriteByte(c)
-			if depth <= maxIndentDepth {
-				newline(depth)
-			}
-		case ':':
-			out.WriteByte(c)
-			if depth <= maxIndentDepth {
-				out.WriteByte(' ')
-			}
-		default:
-			out.WriteByte(c)
-		}
-	}
-	out.WriteByte('\n')
-	_, err := w.Write(out.Bytes())
+	out := workflow.IndentJSON(bytes.TrimRight(compact.Bytes(), "\n"), maxIndentDepth)
+	_, err := w.Write(append(out, '\n'))
 	return err
 }
