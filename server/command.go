@@ -119,14 +119,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 	}
 	body, aerr := s.readBody(w, r)
 	if aerr == nil {
-		aerr = checkHeaders(r.Header)
-	}
-	if aerr == nil && r.Method == http.MethodPut {
-		// PUT is a deploy: a definition, YAML or JSON, that the parser
-		// checks with positions.
-		aerr = checkDefinitionBody(body)
-	} else if aerr == nil {
-		aerr = checkJSONBody(body)
+		aerr = checkInput(r, body)
 	}
 	if aerr != nil {
 		writeError(w, aerr)

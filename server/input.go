@@ -13,6 +13,20 @@ import (
 // for numeric) or that is nested too deeply is the caller's mistake, a 400
 // naming the reason, never a 500 that asks for a retry doomed to fail.
 
+// checkInput refuses a request's headers or body when rflow could not store
+// them. A PUT is a deploy, a definition (YAML or JSON) whose content the
+// parser checks with positions; every other body (webhooks, commands) is
+// JSON.
+func checkInput(r *http.Request, body []byte) *apiError {
+	if aerr := checkHeaders(r.Header); aerr != nil {
+		return aerr
+	}
+	if r.Method == http.MethodPut {
+		return checkDefinitionBody(body)
+	}
+	return checkJSONBody(body)
+}
+
 // checkJSONBody refuses a JSON body rflow cannot store (workflow.CheckJSON).
 func checkJSONBody(body []byte) *apiError {
 	if err := workflow.CheckJSON(body); err != nil {

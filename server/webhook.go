@@ -40,7 +40,8 @@ type webhookResponse struct {
 
 // webhook claims a run for one signed POST. Checks run cheapest first and
 // nothing is stored unless every one passes: known webhook workflow (404),
-// body size (413), signature (401), JSON (400), idempotency key (400).
+// body size (413), signature (401), storable headers and body (400), JSON
+// (400), idempotency key (400).
 //
 // With an idempotency_key, the key's ledger entry (scope "webhook:<name>",
 // lasting the trigger's ttl) and the run commit in one transaction, so
@@ -81,11 +82,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 				"move the sender to v2 and remove legacy_signatures", "workflow", name)
 		}
 	}
-	if aerr := checkHeaders(r.Header); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := checkJSONBody(body); aerr != nil {
+	if aerr := checkInput(r, body); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
