@@ -14,7 +14,7 @@ import (
 // the body, and headers the v2 signature is required to cover. A key that
 // reads anything else lets a captured request, re-sent within the
 // signature's five minutes with another value there, start a new run.
-func (l *loader) webhookSigning(ctx *wfCtx, wt *WebhookTrigger, m map[string]*node) {
+func (l *loader) webhookSigning(wt *WebhookTrigger, m map[string]*node) {
 	if h := m["signed_headers"]; !h.isNull() {
 		for _, item := range l.list(h, "signed_headers", true) {
 			name, ok := l.scalar(item, "signed_headers")

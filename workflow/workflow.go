@@ -455,6 +455,6 @@ func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
 			wt.TTL = d
 		}
 	}
-	l.webhookSigning(ctx, wt, m)
+	l.webhookSigning(wt, m)
 	return wt
 }
