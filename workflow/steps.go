@@ -184,6 +184,7 @@ func (l *loader) urlValue(n *node, sc *scope, what string) *Value {
 	if v == nil {
 		return nil
 	}
+	markURL(v)
 	if lit, ok := v.Literal(); ok {
 		s, isStr := lit.(string)
 		u, err := url.Parse(s)

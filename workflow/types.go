@@ -269,6 +269,12 @@ type WebhookTrigger struct {
 	// trigger at-least-once (every POST is a new run).
 	IdempotencyKey *Expr
 	TTL            time.Duration // default 24h
+	// SignedHeaders names (lower case) the headers a v2 signature must
+	// cover: those the idempotency key reads.
+	SignedHeaders []string
+	// LegacySignatures also accepts v1 signatures (timestamp and body
+	// only). Deprecated: validate warns, and the server logs each use.
+	LegacySignatures bool
 }
 
 // ManualTrigger starts a run from `rflow run` or the HTTP API.

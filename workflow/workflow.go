@@ -445,7 +445,7 @@ func (l *loader) readTrigger(ctx *wfCtx, n *node) *ReadTrigger {
 }
 
 func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
-	m := l.fields(n, "webhook trigger", "secret", "idempotency_key", "ttl")
+	m := l.fields(n, "webhook trigger", "secret", "idempotency_key", "ttl", "signed_headers", "legacy_signatures")
 	if m == nil {
 		return nil
 	}
@@ -464,5 +464,6 @@ func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
 			wt.TTL = d
 		}
 	}
+	l.webhookSigning(wt, m)
 	return wt
 }

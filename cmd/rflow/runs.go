@@ -427,6 +427,9 @@ func runCommand() *cli.Command {
 					var v any
 					return usagef("--input is not valid JSON: %v", json.Unmarshal([]byte(in), &v))
 				}
+				if err := workflow.CheckJSON([]byte(in)); err != nil {
+					return usagef("--input cannot be stored: %v", err)
+				}
 				input = json.RawMessage(in)
 			}
 			key := c.String("key")
