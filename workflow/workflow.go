@@ -256,12 +256,14 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 		et.Event = l.str(en, "event")
 		ctx.eventT = anyT
 	}
-	et.Confirmations = l.confirmations(m["confirmations"], "event trigger")
-	if r := m["run_on"]; !r.isNull() {
-		if s, ok := l.oneOf(r, "run_on", RunOnHead, RunOnConfirmed, RunOnBoth); ok {
-			et.RunOn = s
-		}
+	if !l.confirmationsTag(m["confirmations"], "event trigger", "for the node's TAG block use run_on: TAG") {
+		et.Confirmations = l.confirmations(m["confirmations"], "event trigger")
 	}
+	network := ""
+	if c != nil {
+		network = c.Network
+	}
+	l.eventRunOn(m["run_on"], m["confirmations"], et, network)
 	if wn := m["where"]; !wn.isNull() {
 		sc := triggerScope(ctx)
 		et.Where = l.boolExpr(wn, sc, "where")
