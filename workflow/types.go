@@ -378,7 +378,7 @@ type WaitFor struct {
 	// finalized), settles the wait once its block is at or below the
 	// node's block of that tag instead of at a depth; Confirmations is
 	// then nil.
-	Finality string
+	Finality      string
 	Timeout       time.Duration
 	OnTimeoutGoto string
 	// OnTimeoutFail fails the run at the timeout (the default when no goto).
