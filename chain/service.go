@@ -38,6 +38,7 @@ type Service struct {
 type netState struct {
 	cfg    Network
 	client *Client
+	tags   tagPoll // the head tracker's polling of the finality tags
 
 	mu      sync.Mutex
 	changed chan struct{}

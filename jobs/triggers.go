@@ -28,7 +28,7 @@ func (e *Engine) ChainConfig() chain.Config {
 	for _, n := range p.Networks {
 		cfg.Networks = append(cfg.Networks, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
-			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange,
+			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange, Finality: chain.Finality(n.Finality),
 		})
 	}
 	return cfg

@@ -97,3 +97,34 @@ func (l *loader) confirmationsTag(n *node, what, instead string) bool {
 	}
 	return false
 }
+
+// TagUse is one use of a finality tag: a trigger's run_on or a wait_for's
+// confirmations, on the network it reads.
+type TagUse struct {
+	Network string
+	// What names it for messages: "workflow W: trigger run_on: finalized".
+	What string
+}
+
+// TagUses lists where the project's workflows use finality tags, so rflow
+// start can check each network's node serves them.
+func (p *Project) TagUses() []TagUse {
+	var out []TagUse
+	for _, w := range p.Workflows {
+		if e := w.Trigger.Event; e != nil && (e.RunOn == RunOnSafe || e.RunOn == RunOnFinalized) {
+			if c := p.Contract(e.Contract); c != nil {
+				out = append(out, TagUse{Network: c.Network, What: "workflow " + w.Name + ": trigger run_on: " + e.RunOn})
+			}
+		}
+		walkSteps(w.allLists(), func(s *Step) {
+			if s.WaitFor == nil || s.WaitFor.Finality == "" || s.WaitFor.Event == nil {
+				return
+			}
+			if c := p.Contract(s.WaitFor.Event.Contract); c != nil {
+				out = append(out, TagUse{Network: c.Network,
+					What: "workflow " + w.Name + ": step " + s.ID + " wait_for confirmations: " + s.WaitFor.Finality})
+			}
+		})
+	}
+	return out
+}

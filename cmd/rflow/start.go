@@ -272,6 +272,13 @@ func runEngine(ctx context.Context, o engineOptions) error {
 				_ = engine.Stop(context.Background())
 				return err
 			}
+			// A node without the finality tags a workflow follows never
+			// heals either.
+			if err := svc.CheckFinality(triggers, tagUses(o.project)); err != nil {
+				svc.Close()
+				_ = engine.Stop(context.Background())
+				return err
+			}
 			svc.CheckContracts(triggers, contractRefs(o.project))
 		}
 		if svc != nil {
@@ -403,6 +410,15 @@ func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger
 		return nil, nil // no chain: no chain trigger can be deployed either
 	}
 	return chain.NewService(ctx, db.Pool, engine, cfg, logger)
+}
+
+// tagUses lists the project's uses of finality tags for chain.CheckFinality.
+func tagUses(p *workflow.Project) []chain.FinalityUse {
+	var out []chain.FinalityUse
+	for _, u := range p.TagUses() {
+		out = append(out, chain.FinalityUse{Network: u.Network, What: u.What})
+	}
+	return out
 }
 
 // contractRefs lists the project's contracts for chain.CheckContracts.

@@ -1,0 +1,211 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/redact"
+	"github.com/rflow-dev/rflow/store"
+)
+
+// Finality tags. A trigger phase of run_on: safe | finalized does not walk
+// the window at a depth: its cursor follows the block number the node
+// reports for the tag (eth_getBlockByNumber("finalized")), which the head
+// tracker polls after each head change and records per chain
+// (indexer.finality). A wait under confirmations: safe | finalized settles
+// once its candidate is at or below that block (store.DeepWaits). The
+// window and its reorg detection run as for every phase: a finalized block
+// leaves the chain only through a finality violation, and that is handled
+// as any reorg (cursors rewound, runs orphaned, on_reorg).
+
+// tagsPolled are the tags the head tracker polls, in order.
+var tagsPolled = []store.FinalityTag{store.TagSafe, store.TagFinalized}
+
+// tag is the finality tag a phase follows ("" for a depth).
+func (p Phase) tag() store.FinalityTag {
+	switch p {
+	case PhaseSafe:
+		return store.TagSafe
+	case PhaseFinalized:
+		return store.TagFinalized
+	}
+	return ""
+}
+
+// tagPoll is one network's tag polling state, owned by its head tracker.
+type tagPoll struct {
+	polledAt int64 // the window head the tags were last polled at
+	lacking  bool  // the node answered the last poll without a tag
+}
+
+// target is the newest block the job may read up to under a window whose
+// newest block is head: head minus its depth, or its tag's block (never
+// past head). ok is false while the tag was never seen.
+func (j *cursorJob) target(ctx context.Context, head int64) (int64, bool, error) {
+	if j.tag == "" {
+		return head - int64(j.depth), true, nil
+	}
+	b, ok, err := store.FinalityBlock(ctx, j.s.pool, j.n.cfg.ChainID, j.tag)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	return min(head, b.Number), true, nil
+}
+
+// pollFinality records the node's safe and finalized blocks when the
+// window's head moved since the last poll. A failure is logged, not
+// returned: the head tracker goes on, and only the tagged phases and
+// waits wait for the next poll. A node that answers without the tags
+// (null or an error of its own) is said once, loudly: what follows them
+// stops advancing until the node serves them again.
+func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lease) {
+	if n.cfg.Finality == FinalityNone {
+		return
+	}
+	wh, ok, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
+	if err != nil || !ok || wh.Number == n.tags.polledAt {
+		return
+	}
+	changed := false
+	for _, tag := range tagsPolled {
+		h, err := n.client.header(ctx, string(tag))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if lacksTag(err) {
+				if !n.tags.lacking {
+					s.log.Error("node serves no "+string(tag)+" block: run_on: safe | finalized triggers and "+
+						"confirmations: safe | finalized waits on this network stop advancing until it does "+
+						"(declare finality: none and use confirmations: N on a chain without finality tags)",
+						"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "tag", tag, "err", redact.Error(err))
+				}
+				n.tags.lacking = true
+				return
+			}
+			s.log.Warn("cannot read the node's finality tags; retrying at the next head", "network", n.cfg.Name,
+				"tag", tag, "err", redact.Error(err))
+			return
+		}
+		b := indexed(h)
+		if int64(h.Number) <= wh.Number {
+			// A tag block the window holds under another hash is on a fork
+			// the head tracker has not seen yet: wait for it to sort it out.
+			if hs, err := store.BlockHashes(ctx, s.pool, n.cfg.ChainID, []int64{b.Number}); err != nil {
+				return
+			} else if w, ok := hs[b.Number]; ok && w != b.Hash {
+				s.log.Debug("tag block differs from the window's; waiting for the head tracker", "network", n.cfg.Name,
+					"tag", tag, "number", b.Number)
+				return
+			}
+		}
+		var moved bool
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			moved, err = store.SetFinality(ctx, tx, lease, n.cfg.ChainID, tag, b)
+			return err
+		})
+		if err != nil {
+			s.log.Warn("cannot record the node's finality tag", "network", n.cfg.Name, "tag", tag, "err", err)
+			return
+		}
+		changed = changed || moved
+	}
+	if n.tags.lacking {
+		s.log.Info("node serves the finality tags again", "network", n.cfg.Name)
+	}
+	n.tags = tagPoll{polledAt: wh.Number}
+	if changed {
+		n.signal()
+	}
+}
+
+// lacksTag reports whether err is the node saying it has no such tag: a
+// null block or an error answer of its own (as opposed to a transport or
+// rate-limit failure).
+func lacksTag(err error) bool {
+	return errors.Is(err, ErrNotFound) || answered(err)
+}
+
+// FinalityUse is something that needs a network's finality tags: a
+// trigger's run_on or a wait's confirmations, for messages.
+type FinalityUse struct {
+	Network string
+	What    string // e.g. "workflow payouts: trigger run_on: finalized"
+}
+
+// CheckFinality asks the node of each network that declares finality:
+// tags, or that uses hold a tag on, for its safe and finalized blocks. A
+// node that answers without them (null or an error) never heals by
+// itself: it is an error naming what needs the tags and what to change. A
+// node that does not answer at all is skipped (CheckNetworks says so; the
+// head tracker keeps asking).
+func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
+	byNet := map[string][]string{}
+	for _, u := range uses {
+		byNet[u.Network] = append(byNet[u.Network], u.What)
+	}
+	names := make([]string, 0, len(s.nets))
+	for name := range s.nets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		n := s.nets[name]
+		used := byNet[name]
+		if n.cfg.Finality == FinalityNone || (n.cfg.Finality != FinalityTags && len(used) == 0) {
+			continue
+		}
+		for _, tag := range tagsPolled {
+			h, err := n.client.header(ctx, string(tag))
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == nil {
+				s.log.Info("node serves the finality tag", "network", name, "tag", tag, "block", h.Number)
+				continue
+			}
+			if !lacksTag(err) {
+				s.log.Warn("cannot check the node's finality tags at start; ingestion retries", "network", name,
+					"tag", tag, "err", redact.Error(err))
+				break
+			}
+			answer := "null"
+			if !errors.Is(err, ErrNotFound) {
+				answer = "an error (" + redact.Error(err).Error() + ")"
+			}
+			why := "workflows need them: " + strings.Join(used, "; ")
+			if len(used) == 0 {
+				why = "rflow.yaml declares finality: tags for it"
+			}
+			errs = append(errs, fmt.Errorf("network %s: the node answers eth_getBlockByNumber(%q) with %s: it serves no "+
+				"finality tags, but %s. Use confirmations: N (run_on: confirmed) on this network and declare finality: none, "+
+				"or point its rpc at a node that serves the tags (Ethereum PoS, OP Stack, Arbitrum)",
+				name, tag, answer, why))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tagMark identifies the chain's recorded tag blocks, so a wait feed that
+// is caught up still delivers once they move (its tagged waits settle
+// then, not at the next block).
+func tagMark(ctx context.Context, db store.DBTX, chainID int64) (string, error) {
+	var mark string
+	for _, tag := range tagsPolled {
+		b, ok, err := store.FinalityBlock(ctx, db, chainID, tag)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			mark += fmt.Sprintf("%s:%d:%s ", tag, b.Number, b.Hash)
+		}
+	}
+	return mark, nil
+}

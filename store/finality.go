@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FinalityTag names a block tag a node reports (indexer.finality.tag).
+type FinalityTag string
+
+// Finality tags.
+const (
+	TagSafe      FinalityTag = "safe"
+	TagFinalized FinalityTag = "finalized"
+)
+
+// SetFinality records the block a chain's node reports for tag, fenced by
+// the head tracker's lease. It reports whether the recorded block changed.
+func SetFinality(ctx context.Context, tx pgx.Tx, lease Lease, chainID int64, tag FinalityTag, b IndexedBlock) (bool, error) {
+	if err := FenceLease(ctx, tx, lease); err != nil {
+		return false, err
+	}
+	tg, err := tx.Exec(ctx, `
+		INSERT INTO indexer.finality (chain_id, tag, number, hash) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (chain_id, tag) DO UPDATE SET number = excluded.number, hash = excluded.hash, seen_at = now()
+		WHERE (indexer.finality.number, indexer.finality.hash) IS DISTINCT FROM (excluded.number, excluded.hash)`,
+		chainID, tag, b.Number, b.Hash)
+	if err != nil {
+		return false, fmt.Errorf("record the %s block of chain %d: %w", tag, chainID, err)
+	}
+	return tg.RowsAffected() == 1, nil
+}
+
+// FinalityBlock returns the block recorded for tag on chainID; ok is false
+// when none was recorded yet.
+func FinalityBlock(ctx context.Context, db DBTX, chainID int64, tag FinalityTag) (b IndexedBlock, ok bool, err error) {
+	err = db.QueryRow(ctx, `SELECT number, hash FROM indexer.finality WHERE chain_id = $1 AND tag = $2`,
+		chainID, tag).Scan(&b.Number, &b.Hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return IndexedBlock{}, false, nil
+	}
+	if err != nil {
+		return IndexedBlock{}, false, fmt.Errorf("the %s block of chain %d: %w", tag, chainID, err)
+	}
+	return b, true, nil
+}
