@@ -26,34 +26,34 @@ const (
 
 // Wait is the persisted condition of one wait_for step attempt.
 type Wait struct {
-	ID            int64           `json:"id"`
-	RunID         uuid.UUID       `json:"run_id"`
-	StepKey       string          `json:"step_key"`
-	StepID        string          `json:"step_id"`
-	Attempt       int             `json:"attempt"`
-	ChainID       int64           `json:"chain_id"`
-	Contract      string          `json:"contract"`
-	Event         string          `json:"event"`
-	Address       string          `json:"address"`
-	Topic         string          `json:"topic"`
-	MatchKey      string          `json:"match_key"`
-	Where         *string         `json:"where,omitempty"`
-	Confirmations int             `json:"confirmations"`
+	ID            int64     `json:"id"`
+	RunID         uuid.UUID `json:"run_id"`
+	StepKey       string    `json:"step_key"`
+	StepID        string    `json:"step_id"`
+	Attempt       int       `json:"attempt"`
+	ChainID       int64     `json:"chain_id"`
+	Contract      string    `json:"contract"`
+	Event         string    `json:"event"`
+	Address       string    `json:"address"`
+	Topic         string    `json:"topic"`
+	MatchKey      string    `json:"match_key"`
+	Where         *string   `json:"where,omitempty"`
+	Confirmations int       `json:"confirmations"`
 	// Finality, when set ("safe" or "finalized"), replaces Confirmations:
 	// the wait settles once its candidate's block is at or below the
 	// chain's block of that tag (indexer.finality).
-	Finality      *string         `json:"finality,omitempty"`
-	FromBlock     int64           `json:"from_block"`
-	LookbackDone  bool            `json:"lookback_done"`
-	Deadline      *time.Time      `json:"deadline,omitempty"`
-	OnTimeout     string          `json:"on_timeout"`
-	Status        WaitStatus      `json:"status"`
-	CandBlock     *int64          `json:"candidate_block,omitempty"`
-	CandHash      *string         `json:"candidate_block_hash,omitempty"`
-	CandIndex     *int            `json:"candidate_log_index,omitempty"`
-	EventData     json.RawMessage `json:"event_data,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	SettledAt     *time.Time      `json:"settled_at,omitempty"`
+	Finality     *string         `json:"finality,omitempty"`
+	FromBlock    int64           `json:"from_block"`
+	LookbackDone bool            `json:"lookback_done"`
+	Deadline     *time.Time      `json:"deadline,omitempty"`
+	OnTimeout    string          `json:"on_timeout"`
+	Status       WaitStatus      `json:"status"`
+	CandBlock    *int64          `json:"candidate_block,omitempty"`
+	CandHash     *string         `json:"candidate_block_hash,omitempty"`
+	CandIndex    *int            `json:"candidate_log_index,omitempty"`
+	EventData    json.RawMessage `json:"event_data,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	SettledAt    *time.Time      `json:"settled_at,omitempty"`
 	// Workflow is the run's workflow name: a wait feed matches only the
 	// waits of runs its engine may move on (a rehearsal's own schema).
 	Workflow string `json:"-"`
