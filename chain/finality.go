@@ -131,23 +131,27 @@ func lacksTag(err error) bool {
 	return errors.Is(err, ErrNotFound) || answered(err)
 }
 
-// FinalityUse is something that needs a network's finality tags: a
+// FinalityUse is something that needs a network's finality tag: a
 // trigger's run_on or a wait's confirmations, for messages.
 type FinalityUse struct {
 	Network string
+	Tag     store.FinalityTag
 	What    string // e.g. "workflow payouts: trigger run_on: finalized"
 }
 
-// CheckFinality asks the node of each network that declares finality:
-// tags, or that uses hold a tag on, for its safe and finalized blocks. A
-// node that answers without them (null or an error) never heals by
-// itself: it is an error naming what needs the tags and what to change. A
-// node that does not answer at all is skipped (CheckNetworks says so; the
-// head tracker keeps asking).
+// CheckFinality asks the node of each network for each tag uses hold on
+// it (both, for a network that declares finality: tags). A node that
+// answers without the tag (null or an error) never heals by itself: it is
+// an error naming what needs the tag and what to change. A node that does
+// not answer at all is skipped (CheckNetworks says so; the head tracker
+// keeps asking).
 func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
-	byNet := map[string][]string{}
+	need := map[string]map[store.FinalityTag][]string{}
 	for _, u := range uses {
-		byNet[u.Network] = append(byNet[u.Network], u.What)
+		if need[u.Network] == nil {
+			need[u.Network] = map[store.FinalityTag][]string{}
+		}
+		need[u.Network][u.Tag] = append(need[u.Network][u.Tag], u.What)
 	}
 	names := make([]string, 0, len(s.nets))
 	for name := range s.nets {
@@ -157,11 +161,14 @@ func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
 	var errs []error
 	for _, name := range names {
 		n := s.nets[name]
-		used := byNet[name]
-		if n.cfg.Finality == FinalityNone || (n.cfg.Finality != FinalityTags && len(used) == 0) {
+		if n.cfg.Finality == FinalityNone {
 			continue
 		}
 		for _, tag := range tagsPolled {
+			used := need[name][tag]
+			if len(used) == 0 && n.cfg.Finality != FinalityTags {
+				continue
+			}
 			h, err := n.client.header(ctx, string(tag))
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -179,15 +186,14 @@ func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
 			if !errors.Is(err, ErrNotFound) {
 				answer = "an error (" + redact.Error(err).Error() + ")"
 			}
-			why := "workflows need them: " + strings.Join(used, "; ")
+			why := "workflows need it: " + strings.Join(used, "; ")
 			if len(used) == 0 {
-				why = "rflow.yaml declares finality: tags for it"
+				why = "rflow.yaml declares finality: tags for the network"
 			}
 			errs = append(errs, fmt.Errorf("network %s: the node answers eth_getBlockByNumber(%q) with %s: it serves no "+
 				"finality tags, but %s. Use confirmations: N (run_on: confirmed) on this network and declare finality: none, "+
 				"or point its rpc at a node that serves the tags (Ethereum PoS, OP Stack, Arbitrum)",
 				name, tag, answer, why))
-			break
 		}
 	}
 	return errors.Join(errs...)

@@ -1,12 +1,7 @@
 package chain_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -16,6 +11,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -95,7 +91,7 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 	pool := storetest.Pool(t)
 	addWorkflows(t, pool, "final", "head")
 	node := anviltest.Start(t, anviltest.Options{})
-	proxy := noTagsProxy(t, node.URL)
+	proxy := anviltest.WithoutFinalityTags(t, node.URL)
 	e := anviltest.DeployEmitter(t, node)
 	deposit, err := chain.NewEvent(e.ABI, "Deposit")
 	require.NoError(t, err)
@@ -106,9 +102,11 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 		{Workflow: "final", Network: "local", Event: deposit, Addresses: addr, RunOn: chain.RunOnFinalized},
 		{Workflow: "head", Network: "local", Event: deposit, Addresses: addr, RunOn: chain.RunOnHead},
 	}})
-	err = svc.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", What: "workflow final: trigger run_on: finalized"}})
-	require.ErrorContains(t, err, `network local: the node answers eth_getBlockByNumber("safe") with null: it serves no finality tags, `+
-		"but workflows need them: workflow final: trigger run_on: finalized. Use confirmations: N")
+	err = svc.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", Tag: store.TagFinalized,
+		What: "workflow final: trigger run_on: finalized"}})
+	require.ErrorContains(t, err, `network local: the node answers eth_getBlockByNumber("finalized") with null: it serves no finality tags, `+
+		"but workflows need it: workflow final: trigger run_on: finalized. Use confirmations: N")
+	require.NotContains(t, err.Error(), `"safe"`, "only the tag something needs is asked for")
 	require.NoError(t, svc.CheckFinality(context.Background(), nil), "nothing needs the tags, nothing declared")
 
 	runs := func(wf string) int {
@@ -120,44 +118,20 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 	require.Zero(t, runs("final"), "no tag: the finalized phase never treats the head as final")
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM indexer.finality WHERE chain_id = $1`, anviltest.ChainID))
 
+	// A network that declares finality: tags is checked with nothing using
+	// them: the declaration is wrong.
+	declared := network(proxy)
+	declared.Finality = chain.FinalityTags
+	decl, err := chain.NewService(context.Background(), pool, gateClaimer{}, chain.Config{Networks: []chain.Network{declared}}, testLogger(t))
+	require.NoError(t, err)
+	defer decl.Close()
+	require.ErrorContains(t, decl.CheckFinality(context.Background(), nil),
+		`eth_getBlockByNumber("safe") with null: it serves no finality tags, but rflow.yaml declares finality: tags for the network`)
+
 	// The same check against anvil itself, which serves the tags.
 	direct, err := chain.NewService(context.Background(), pool, gateClaimer{}, chain.Config{Networks: []chain.Network{network(node.URL)}}, testLogger(t))
 	require.NoError(t, err)
 	defer direct.Close()
-	require.NoError(t, direct.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", What: "x"}}))
-}
-
-// noTagsProxy forwards JSON-RPC to url but answers eth_getBlockByNumber
-// for the safe and finalized tags with null, as a node without them does.
-func noTagsProxy(t *testing.T, url string) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var call struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params []any           `json:"params"`
-		}
-		if json.Unmarshal(body, &call) == nil && call.Method == "eth_getBlockByNumber" && len(call.Params) > 0 &&
-			(call.Params[0] == "safe" || call.Params[0] == "finalized") {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":null}`))
-			return
-		}
-		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+	require.NoError(t, direct.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", Tag: store.TagSafe, What: "x"},
+		{Network: "local", Tag: store.TagFinalized, What: "y"}}))
 }

@@ -102,6 +102,7 @@ func (l *loader) confirmationsTag(n *node, what, instead string) bool {
 // confirmations, on the network it reads.
 type TagUse struct {
 	Network string
+	Tag     string // TagSafe or TagFinalized
 	// What names it for messages: "workflow W: trigger run_on: finalized".
 	What string
 }
@@ -113,7 +114,7 @@ func (p *Project) TagUses() []TagUse {
 	for _, w := range p.Workflows {
 		if e := w.Trigger.Event; e != nil && (e.RunOn == RunOnSafe || e.RunOn == RunOnFinalized) {
 			if c := p.Contract(e.Contract); c != nil {
-				out = append(out, TagUse{Network: c.Network, What: "workflow " + w.Name + ": trigger run_on: " + e.RunOn})
+				out = append(out, TagUse{Network: c.Network, Tag: e.RunOn, What: "workflow " + w.Name + ": trigger run_on: " + e.RunOn})
 			}
 		}
 		walkSteps(w.allLists(), func(s *Step) {
@@ -121,7 +122,7 @@ func (p *Project) TagUses() []TagUse {
 				return
 			}
 			if c := p.Contract(s.WaitFor.Event.Contract); c != nil {
-				out = append(out, TagUse{Network: c.Network,
+				out = append(out, TagUse{Network: c.Network, Tag: s.WaitFor.Finality,
 					What: "workflow " + w.Name + ": step " + s.ID + " wait_for confirmations: " + s.WaitFor.Finality})
 			}
 		})

@@ -416,7 +416,7 @@ func chainService(ctx context.Context, engine *jobs.Engine, db *database, logger
 func tagUses(p *workflow.Project) []chain.FinalityUse {
 	var out []chain.FinalityUse
 	for _, u := range p.TagUses() {
-		out = append(out, chain.FinalityUse{Network: u.Network, What: u.What})
+		out = append(out, chain.FinalityUse{Network: u.Network, Tag: store.FinalityTag(u.Tag), What: u.What})
 	}
 	return out
 }
