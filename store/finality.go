@@ -34,11 +34,19 @@ func SetFinality(ctx context.Context, tx pgx.Tx, lease Lease, chainID int64, tag
 	return tg.RowsAffected() == 1, nil
 }
 
+// canonicalTag holds for a recorded tag block f that the window does not
+// hold under another hash. After a finality violation (a reorg below the
+// finalized block) the recorded block is off the chain until the next
+// poll: nothing may follow it in the meantime.
+const canonicalTag = `NOT EXISTS (SELECT 1 FROM indexer.blocks b
+	WHERE b.chain_id = f.chain_id AND b.number = f.number AND b.hash <> f.hash)`
+
 // FinalityBlock returns the block recorded for tag on chainID; ok is false
-// when none was recorded yet.
+// when none was recorded yet, or the window holds its number under
+// another hash (see canonicalTag).
 func FinalityBlock(ctx context.Context, db DBTX, chainID int64, tag FinalityTag) (b IndexedBlock, ok bool, err error) {
-	err = db.QueryRow(ctx, `SELECT number, hash FROM indexer.finality WHERE chain_id = $1 AND tag = $2`,
-		chainID, tag).Scan(&b.Number, &b.Hash)
+	err = db.QueryRow(ctx, `SELECT f.number, f.hash FROM indexer.finality f WHERE f.chain_id = $1 AND f.tag = $2
+		AND `+canonicalTag, chainID, tag).Scan(&b.Number, &b.Hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return IndexedBlock{}, false, nil
 	}

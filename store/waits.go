@@ -205,11 +205,12 @@ func DeepWaits(ctx context.Context, db DBTX, feed WaitFeed, head int64) ([]*Wait
 // deepEnough is the SQL condition under which an armed wait (its columns
 // prefixed with t) can settle under head (a parameter): its candidate is
 // confirmations deep, or, for a wait under a finality tag, at or below the
-// chain's block of that tag (with no tag seen yet, never).
+// chain's block of that tag (with no tag seen yet, or one the window holds
+// under another hash, never).
 func deepEnough(t, head string) string {
 	return `CASE WHEN ` + t + `finality IS NULL THEN ` + t + `cand_block + ` + t + `confirmations <= ` + head + `
 		ELSE (` + t + `cand_block <= ` + head + ` AND ` + t + `cand_block <= coalesce((SELECT f.number FROM indexer.finality f
-			WHERE f.chain_id = ` + t + `chain_id AND f.tag = ` + t + `finality), -1)) END`
+			WHERE f.chain_id = ` + t + `chain_id AND f.tag = ` + t + `finality AND ` + canonicalTag + `), -1)) END`
 }
 
 // EndWait moves a live wait to status (matched, timed_out or failed),
