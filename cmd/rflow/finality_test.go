@@ -116,7 +116,13 @@ func TestFinalityTagsOnGeth(t *testing.T) {
 	var phase string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT trigger->>'phase' FROM rflow.workflow_runs WHERE workflow_name = 'final-deposit'`).Scan(&phase))
 	require.Equal(t, "finalized", phase)
-	waitsIn(t, pool, 1, store.WaitMatched)
+	saga := waitsIn(t, pool, 1, store.WaitMatched)[7]
+	out, stderr, code := rflowCmd(t, "--database-url", dbURL, "runs", "show", saga.String(), "-c", config)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "on chain 1337, until finalized, from block")
+	out, stderr, code = rflowCmd(t, "--database-url", dbURL, "runs", "show", saga.String(), "-c", config, "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"finality": "finalized"`)
 	node.Mine(2)
 	time.Sleep(time.Second)
 	require.Equal(t, 1, stepCalls(s, "paid"))
