@@ -39,7 +39,7 @@ func (p Phase) tag() store.FinalityTag {
 
 // tagPoll is one network's tag polling state, owned by its head tracker.
 type tagPoll struct {
-	polledAt int64 // the window head the tags were last polled at
+	polledAt string // the window head (hash) the tags were last polled at
 	lacking  bool  // the node answered the last poll without a tag
 }
 
@@ -68,7 +68,7 @@ func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lea
 		return
 	}
 	wh, ok, err := store.WindowHead(ctx, s.pool, n.cfg.ChainID)
-	if err != nil || !ok || wh.Number == n.tags.polledAt {
+	if err != nil || !ok || wh.Hash == n.tags.polledAt {
 		return
 	}
 	changed := false
@@ -93,16 +93,20 @@ func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lea
 			return
 		}
 		b := indexed(h)
-		if int64(h.Number) <= wh.Number {
-			// A tag block the window holds under another hash is on a fork
-			// the head tracker has not seen yet: wait for it to sort it out.
-			if hs, err := store.BlockHashes(ctx, s.pool, n.cfg.ChainID, []int64{b.Number}); err != nil {
-				return
-			} else if w, ok := hs[b.Number]; ok && w != b.Hash {
-				s.log.Debug("tag block differs from the window's; waiting for the head tracker", "network", n.cfg.Name,
-					"tag", tag, "number", b.Number)
-				return
-			}
+		// Only a tag block the window holds (or one older than the window)
+		// is recorded. One past the window's head cannot be checked (right
+		// after a rewind the node may still name the old chain's block);
+		// one the window holds under another hash is on a fork the head
+		// tracker has not sorted out yet. Both wait for the next head.
+		if b.Number > wh.Number {
+			return
+		}
+		if hs, err := store.BlockHashes(ctx, s.pool, n.cfg.ChainID, []int64{b.Number}); err != nil {
+			return
+		} else if w, ok := hs[b.Number]; ok && w != b.Hash {
+			s.log.Debug("tag block differs from the window's; waiting for the head tracker", "network", n.cfg.Name,
+				"tag", tag, "number", b.Number)
+			return
 		}
 		var moved bool
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -118,7 +122,7 @@ func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lea
 	if n.tags.lacking {
 		s.log.Info("node serves the finality tags again", "network", n.cfg.Name)
 	}
-	n.tags = tagPoll{polledAt: wh.Number}
+	n.tags = tagPoll{polledAt: wh.Hash}
 	if changed {
 		n.signal()
 	}

@@ -7,10 +7,13 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/gethtest"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
@@ -134,4 +137,88 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 	defer direct.Close()
 	require.NoError(t, direct.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", Tag: store.TagSafe, What: "x"},
 		{Network: "local", Tag: store.TagFinalized, What: "y"}}))
+}
+
+// A finality violation on geth --dev (a block a second): debug_setHead
+// below the finalized block drops the finalized log's block. The reorg
+// detector runs for the finalized phase as for any: the run is orphaned
+// (OnReorg told). The node's old tags are forgotten with the old chain, so
+// the rewound finalized cursor does not read the new chain at the log's
+// height until geth finalizes it there (the engine's decision on the
+// orphan, re-included or not, waits on that cursor).
+func TestFinalityViolationOnGeth(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "final")
+	node := gethtest.Start(t, gethtest.Options{Period: time.Second})
+	e := anviltest.DeployEmitter(t, node)
+	deposit, err := chain.NewEvent(e.ABI, "Deposit")
+	require.NoError(t, err)
+	for node.BlockNumber()%32 > 20 {
+		time.Sleep(time.Second)
+	}
+	rcpt := e.Deposit(7)
+	logBlock := rcpt.BlockNumber.Uint64()
+	net := chain.Network{Name: "dev", ChainID: gethtest.ChainID, RPC: []string{node.URL}, Confirmations: 1,
+		BlockPollInterval: 50 * time.Millisecond, MaxBlockRange: 2000}
+	orphaned := make(chan []uuid.UUID, 10)
+	runService(t, pool, chain.Config{Networks: []chain.Network{net},
+		Events: []chain.EventTrigger{{Workflow: "final", Network: "dev", Event: deposit, Addresses: []common.Address{e.Address},
+			RunOn: chain.RunOnFinalized}},
+		OnReorg: func(_ context.Context, _ pgx.Tx, r chain.Reorg) error { orphaned <- r.OrphanedRuns; return nil },
+	})
+	run := func() (id uuid.UUID, orphanedAt *time.Time) {
+		err := pool.QueryRow(context.Background(), `SELECT id, orphaned_at FROM rflow.workflow_runs
+			WHERE workflow_name = 'final'`).Scan(&id, &orphanedAt)
+		if err != nil {
+			return uuid.Nil, nil
+		}
+		return id, orphanedAt
+	}
+	finalized := func() uint64 {
+		var b struct {
+			Number hexutil.Uint64 `json:"number"`
+		}
+		node.Call(&b, "eth_getBlockByNumber", "finalized", false)
+		return uint64(b.Number)
+	}
+	cursor := func() int64 {
+		var b int64
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT block FROM indexer.cursors
+			WHERE task = 'event/final' AND phase = 'finalized'`).Scan(&b))
+		return b
+	}
+	eventually(t, 90*time.Second, "the finalized run", func() bool { id, _ := run(); return id != uuid.Nil })
+	require.GreaterOrEqual(t, finalized(), logBlock)
+	id, _ := run()
+
+	raw := node.RawTx(rcpt.TxHash)
+	node.SetHead(logBlock - 1) // below the finalized block: a finality violation
+	select {
+	case got := <-orphaned:
+		require.Contains(t, got, id)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no reorg reported after a rewind below the finalized block")
+	}
+	// The new chain grows a block a second from the fork, without the log
+	// (period mode does not re-mine it) or with it (re-sent): either way
+	// the finalized cursor must not pass the fork's height again before
+	// geth finalizes the new chain there.
+	_ = node.SendRaw(raw)
+	newBlock := int64(logBlock)
+	eventually(t, 10*time.Second, "the run orphaned (the reorg's transaction committed)", func() bool { _, at := run(); return at != nil })
+
+	// Until geth finalizes the new chain at the log, the cursor stays
+	// below it, however many blocks are mined on top.
+	checked := 0
+	for f := finalized(); f < uint64(newBlock); f = finalized() {
+		require.Less(t, cursor(), newBlock, "the finalized cursor read a block geth has not finalized (node finalized %d)", f)
+		checked++
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Greater(t, checked, 5, "the new chain was finalized at once: nothing checked")
+	eventually(t, 30*time.Second, "the finalized cursor past the re-mined log once geth finalizes it", func() bool {
+		return cursor() >= newBlock
+	})
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'final'`), "the same key: no second run")
 }

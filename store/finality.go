@@ -55,3 +55,14 @@ func FinalityBlock(ctx context.Context, db DBTX, chainID int64, tag FinalityTag)
 	}
 	return b, true, nil
 }
+
+// forgetFinality drops the recorded tag blocks of chainID from block from
+// on, in a reorg's transaction: a reorg that reaches them is a finality
+// violation, and nothing may follow the old chain's tags until the node
+// reports new ones.
+func forgetFinality(ctx context.Context, tx pgx.Tx, chainID, from int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM indexer.finality WHERE chain_id = $1 AND number >= $2`, chainID, from); err != nil {
+		return fmt.Errorf("forget the finality tags of chain %d from %d: %w", chainID, from, err)
+	}
+	return nil
+}
