@@ -126,6 +126,9 @@ type BlockTrigger struct {
 	Every    uint64
 	// Confirmations is the depth at which a block fires (default 0).
 	Confirmations int
+	// RunOn is RunOnHead (or empty: at Confirmations depth), RunOnSafe or
+	// RunOnFinalized (a block fires once the node's tag block reaches it).
+	RunOn RunOn
 	// Generation is the workflow generation the trigger was built from
 	// (Config.Reload sets it); the task commits only while it is current.
 	Generation int64

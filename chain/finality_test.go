@@ -222,3 +222,33 @@ func TestFinalityViolationOnGeth(t *testing.T) {
 	})
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'final'`), "the same key: no second run")
 }
+
+// A block trigger with run_on: finalized fires for a block once the node
+// finalizes it (anvil: head-64), each block once.
+func TestBlockTriggerRunOnFinalized(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "final-blocks")
+	node := anviltest.Start(t, anviltest.Options{})
+	node.Mine(70)
+	runService(t, pool, chain.Config{Networks: []chain.Network{network(node.URL)}, Blocks: []chain.BlockTrigger{
+		{Workflow: "final-blocks", Network: "local", Every: 1, RunOn: chain.RunOnFinalized}}})
+	eventually(t, 10*time.Second, "the block cursor", func() bool {
+		return count(t, pool, `SELECT count(*) FROM indexer.cursors WHERE task = 'block/final-blocks'`) == 1
+	})
+	start := node.BlockNumber() // a new block trigger starts at the head
+	node.Mine(70)
+	head := node.BlockNumber()
+	eventually(t, 30*time.Second, "blocks up to the finalized one", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'final-blocks'`) == int(head-64-start)
+	})
+	time.Sleep(500 * time.Millisecond)
+	var top int64
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT max(block_number) FROM rflow.workflow_runs
+		WHERE workflow_name = 'final-blocks'`).Scan(&top))
+	require.Equal(t, int64(head-64), top, "no block past the node's finalized block")
+	node.Mine(1)
+	eventually(t, 30*time.Second, "the next finalized block", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'final-blocks'`) == int(head-64-start)+1
+	})
+}

@@ -154,7 +154,7 @@ func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, ge
 		trig.Events = append(trig.Events, et)
 	case t.Block != nil:
 		trig.Blocks = append(trig.Blocks, chain.BlockTrigger{Workflow: wf.Name, Network: t.Block.Network, Every: t.Block.Every,
-			Generation: generation})
+			RunOn: chain.RunOn(t.Block.RunOn), Generation: generation})
 	case t.Read != nil:
 		c := p.Contract(t.Read.Contract)
 		if c == nil || t.Read.ABIMethod == nil {

@@ -117,6 +117,9 @@ func (p *Project) TagUses() []TagUse {
 				out = append(out, TagUse{Network: c.Network, Tag: e.RunOn, What: "workflow " + w.Name + ": trigger run_on: " + e.RunOn})
 			}
 		}
+		if b := w.Trigger.Block; b != nil && (b.RunOn == RunOnSafe || b.RunOn == RunOnFinalized) {
+			out = append(out, TagUse{Network: b.Network, Tag: b.RunOn, What: "workflow " + w.Name + ": block trigger run_on: " + b.RunOn})
+		}
 		walkSteps(w.allLists(), func(s *Step) {
 			if s.WaitFor == nil || s.WaitFor.Finality == "" || s.WaitFor.Event == nil {
 				return

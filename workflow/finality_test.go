@@ -60,6 +60,14 @@ steps:
 	require.Empty(t, w.Steps[1].WaitFor.Finality)
 	require.Equal(t, 3, *w.Steps[1].WaitFor.Confirmations)
 
+	p, ds = loadDiagnostics(t, writeFinalityProject(t, "finality: tags", "name: b\ntrigger: { block: { every: 4, run_on: safe } }\nsteps: [{ id: a, noop: {} }]\n"))
+	require.NotNil(t, p, ds.Error())
+	require.Equal(t, RunOnSafe, p.Workflows[0].Trigger.Block.RunOn)
+	require.Equal(t, []TagUse{{Network: "local", Tag: TagSafe, What: "workflow b: block trigger run_on: safe"}}, p.TagUses())
+	p, _ = loadDiagnostics(t, writeFinalityProject(t, "", "name: b\ntrigger: { block: { every: 4 } }\nsteps: [{ id: a, noop: {} }]\n"))
+	require.Equal(t, RunOnHead, p.Workflows[0].Trigger.Block.RunOn)
+	require.Empty(t, p.TagUses())
+
 	// The existing values keep their meaning.
 	for _, runOn := range []string{RunOnHead, RunOnConfirmed, RunOnBoth} {
 		p, ds := loadDiagnostics(t, writeFinalityProject(t, "", strings.Replace(wf, "run_on: finalized", "run_on: "+runOn, 1)))
@@ -99,6 +107,10 @@ func TestFinalityDiagnostics(t *testing.T) {
 			[]string{`3:53: run_on must be one of head, confirmed, both, safe, finalized, not "finalised"; did you mean finalized?`}},
 		{"tag on a send", "finality: tags", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send: { wallet: ops, to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\", confirmations: finalized }\n",
 			[]string{"5:91: send: confirmations takes a block count, not finalized; a send counts blocks; to act once its effect is finalized, wait_for its event with confirmations: finalized"}},
+		{"block trigger on a network without tags", "finality: none", "name: w\ntrigger:\n  block: { every: 5, run_on: finalized }\n" + steps,
+			[]string{"3:30: block trigger run_on: finalized: network local declares finality: none"}},
+		{"block trigger run_on confirmed", "finality: tags", "name: w\ntrigger:\n  block: { run_on: confirmed }\n" + steps,
+			[]string{`3:20: block trigger run_on must be one of head, safe, finalized, not "confirmed"`}},
 		{"bad finality declaration", "finality: final", trigger(""),
 			[]string{`rflow.yaml:6:15: network local: finality must be one of tags, none, not "final"`}},
 	}

@@ -253,6 +253,9 @@ func (c *CronTrigger) Next(after time.Time) time.Time {
 type BlockTrigger struct {
 	Network string
 	Every   uint64 // default 1
+	// RunOn is RunOnHead (the default: a block fires once in the window),
+	// RunOnSafe or RunOnFinalized (once the node's tag block reaches it).
+	RunOn string
 }
 
 // ReadTrigger calls a view function periodically and starts a run when When

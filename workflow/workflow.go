@@ -329,11 +329,11 @@ func parseCron(s string) (sched cron.Schedule, err error) {
 }
 
 func (l *loader) blockTrigger(n *node) *BlockTrigger {
-	m := l.fields(n, "block trigger", "network", "every")
+	m := l.fields(n, "block trigger", "network", "every", "run_on")
 	if m == nil {
 		return nil
 	}
-	bt := &BlockTrigger{Every: 1}
+	bt := &BlockTrigger{Every: 1, RunOn: RunOnHead}
 	if nn := m["network"]; !nn.isNull() {
 		bt.Network = l.networkRef(nn, "network")
 	} else if bt.Network = l.defaultNetwork(); bt.Network == "" {
@@ -342,6 +342,14 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 	if e := m["every"]; !e.isNull() {
 		if v, ok := l.integer(e, "every", 1, math.MaxInt32); ok {
 			bt.Every = uint64(v)
+		}
+	}
+	if r := m["run_on"]; !r.isNull() {
+		if s, ok := l.oneOf(r, "block trigger run_on", RunOnHead, RunOnSafe, RunOnFinalized); ok {
+			bt.RunOn = s
+			if s != RunOnHead && bt.Network != "" {
+				l.checkTag(r.pos, bt.Network, "block trigger run_on", s)
+			}
 		}
 	}
 	return bt
