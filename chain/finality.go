@@ -40,7 +40,7 @@ func (p Phase) tag() store.FinalityTag {
 // tagPoll is one network's tag polling state, owned by its head tracker.
 type tagPoll struct {
 	polledAt string // the window head (hash) the tags were last polled at
-	lacking  bool  // the node answered the last poll without a tag
+	lacking  bool   // the node answered the last poll without a tag
 }
 
 // target is the newest block the job may read up to under a window whose
