@@ -163,7 +163,10 @@ func (l *loader) project(root *node) {
 	secretRefs := map[string]string{}
 	envRefsIn(m["database_url"], "the database URL", secretRefs)
 	for _, n := range l.list(m["wallets"], "wallets", false) {
-		name := scalarText(n.get("name").val)
+		var name string
+		if nn := n.get("name"); nn != nil {
+			name = scalarText(nn.val)
+		}
 		envRefsIn(n.get("private_key"), "wallet "+name+"'s private key", secretRefs)
 		envRefsIn(n.get("password"), "wallet "+name+"'s keystore password", secretRefs)
 	}
