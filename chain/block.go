@@ -48,7 +48,13 @@ func (s *Service) addBlock(t BlockTrigger) error {
 			}
 			return b, nil
 		}
-		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: "block",
+		// A tagged block trigger's cursor is its own phase (named by the
+		// tag), so lag and stall checks measure it against the tag.
+		phase := "block"
+		if tag != "" {
+			phase = string(tag)
+		}
+		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: phase,
 			depth: t.Confirmations, tag: tag, start: start, fetch: fetch})
 	})
 	return nil

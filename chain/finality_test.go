@@ -83,6 +83,19 @@ func TestFinalityPhasesFollowTheNodesTags(t *testing.T) {
 	require.Equal(t, chain.EventKey(anviltest.ChainID, rcpt.TxHash, rcpt.Logs[0].Index, chain.PhaseFinalized, false), key)
 	require.NotContains(t, key, "finalized")
 	require.Equal(t, "finalized", phase)
+
+	// Lag and stall checks measure a tagged phase against its tag's block:
+	// the finalized cursor, 64 blocks below the head, is not behind.
+	eventually(t, 10*time.Second, "the finalized cursor at the finalized block", func() bool {
+		lags, err := store.CursorLags(context.Background(), pool)
+		require.NoError(t, err)
+		for _, l := range lags {
+			if l.Task == "event/final" && l.Phase == "finalized" {
+				return l.Block == int64(logBlock) && l.Head == int64(logBlock) && l.Behind == 0
+			}
+		}
+		return false
+	})
 }
 
 // A node that answers the finality tags with null (a chain without them,

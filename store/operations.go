@@ -52,10 +52,12 @@ type NonceGap struct {
 // of its network's block window.
 type CursorLag struct {
 	Task    string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
-	Phase   string // head, confirmed, block
+	Phase   string // head, confirmed, safe, finalized, block
+	// Head is the newest block of the window, or for a phase that follows
+	// a finality tag (safe, finalized) the tag's block when lower.
 	ChainID int64
 	Block   int64 // the last block fully claimed
-	Head    int64 // the newest block of the window (Block when it is empty)
+	Head    int64 // Block when the window is empty
 	// Behind is how long the oldest unclaimed block has been seen: zero
 	// when the cursor is at the head. A cursor so far behind that its next
 	// block left the window counts from its own last move.
@@ -173,11 +175,20 @@ func CursorLags(ctx context.Context, db DBTX) ([]CursorLag, error) {
 		SELECT c.task, c.phase, c.chain_id, c.block, c.updated_at,
 		       coalesce(h.number, c.block), coalesce(h.seen_at, c.updated_at),
 		       CASE WHEN h.number IS NULL OR h.number <= c.block THEN 0
-		            ELSE extract(epoch FROM now() - coalesce(nb.seen_at, c.updated_at))::float8
+		            ELSE extract(epoch FROM now() - coalesce(greatest(nb.seen_at, h.tag_seen), c.updated_at))::float8
 		       END
 		FROM indexer.cursors c
-		LEFT JOIN LATERAL (SELECT b.number, b.seen_at FROM indexer.blocks b
-		                   WHERE b.chain_id = c.chain_id ORDER BY b.number DESC LIMIT 1) h ON true
+		LEFT JOIN LATERAL (SELECT b.number, b.seen_at, NULL::timestamptz AS tag_seen FROM indexer.blocks b
+		                   WHERE b.chain_id = c.chain_id ORDER BY b.number DESC LIMIT 1) w ON true
+		-- A phase that follows a finality tag is measured against the
+		-- tag's block (it cannot be further), and counts from when the tag
+		-- last moved.
+		LEFT JOIN indexer.finality f ON f.chain_id = c.chain_id AND f.tag = c.phase
+		LEFT JOIN LATERAL (SELECT CASE WHEN c.phase IN ('safe', 'finalized') THEN least(w.number, coalesce(f.number, c.block))
+		                               ELSE w.number END AS number,
+		                          CASE WHEN c.phase IN ('safe', 'finalized') THEN coalesce(f.seen_at, w.seen_at)
+		                               ELSE w.seen_at END AS seen_at,
+		                          CASE WHEN c.phase IN ('safe', 'finalized') THEN f.seen_at END AS tag_seen) h ON w.number IS NOT NULL
 		LEFT JOIN indexer.blocks nb ON nb.chain_id = c.chain_id AND nb.number = c.block + 1
 		ORDER BY c.task, c.phase`)
 	if err != nil {
