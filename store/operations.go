@@ -51,8 +51,8 @@ type NonceGap struct {
 // CursorLag is how far one trigger cursor (task, phase) is behind the head
 // of its network's block window.
 type CursorLag struct {
-	Task    string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
-	Phase   string // head, confirmed, safe, finalized, block
+	Task  string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
+	Phase string // head, confirmed, safe, finalized, block
 	// Head is the newest block of the window, or for a phase that follows
 	// a finality tag (safe, finalized) the tag's block when lower.
 	ChainID int64
