@@ -51,13 +51,14 @@ type NonceGap struct {
 // CursorLag is how far one trigger cursor (task, phase) is behind the head
 // of its network's block window.
 type CursorLag struct {
-	Task  string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
-	Phase string // head, confirmed, safe, finalized, block
-	// Head is the newest block of the window, or for a phase that follows
-	// a finality tag (safe, finalized) the tag's block when lower.
+	Task    string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
+	Phase   string // head, confirmed, safe, finalized, block
 	ChainID int64
 	Block   int64 // the last block fully claimed
-	Head    int64 // Block when the window is empty
+	// Head is the newest block of the window (Block when it is empty), or
+	// for a phase that follows a finality tag (safe, finalized) the tag's
+	// block when lower.
+	Head int64
 	// Behind is how long the oldest unclaimed block has been seen: zero
 	// when the cursor is at the head. A cursor so far behind that its next
 	// block left the window counts from its own last move.
