@@ -40,8 +40,15 @@ func (p Phase) tag() store.FinalityTag {
 // tagPoll is one network's tag polling state, owned by its head tracker.
 type tagPoll struct {
 	polledAt string // the window head (hash) the tags were last polled at
-	lacking  bool   // the node answered the last poll without a tag
+	// lacking holds the tags the node last answered without, and until
+	// which window head it is not asked for them again.
+	lacking map[store.FinalityTag]int64
 }
+
+// lackingRetry is how many blocks a node that answered a tag with null or
+// an error is left before it is asked again: a chain without tags costs
+// one call per that many blocks, not one per head.
+const lackingRetry = 64
 
 // target is the newest block the job may read up to under a window whose
 // newest block is head: head minus its depth, or its tag's block (never
@@ -60,9 +67,9 @@ func (j *cursorJob) target(ctx context.Context, head int64) (int64, bool, error)
 // pollFinality records the node's safe and finalized blocks when the
 // window's head moved since the last poll. A failure is logged, not
 // returned: the head tracker goes on, and only the tagged phases and
-// waits wait for the next poll. A node that answers without the tags
-// (null or an error of its own) is said once, loudly: what follows them
-// stops advancing until the node serves them again.
+// waits wait for the next poll. A node that answers without a tag (null
+// or an error of its own) is said once, loudly: what follows the tag
+// stops advancing until the node serves it again (never the head instead).
 func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lease) {
 	if n.cfg.Finality == FinalityNone {
 		return
@@ -71,61 +78,75 @@ func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lea
 	if err != nil || !ok || wh.Hash == n.tags.polledAt {
 		return
 	}
+	if n.tags.lacking == nil {
+		n.tags.lacking = map[store.FinalityTag]int64{}
+	}
 	changed := false
 	for _, tag := range tagsPolled {
-		h, err := n.client.header(ctx, string(tag))
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+		if retry, ok := n.tags.lacking[tag]; ok && wh.Number < retry {
+			continue
+		}
+		moved, err := s.pollTag(ctx, n, lease, tag, wh)
+		switch {
+		case err == nil:
+			if _, was := n.tags.lacking[tag]; was {
+				s.log.Info("node serves the finality tag again", "network", n.cfg.Name, "tag", tag)
+				delete(n.tags.lacking, tag)
 			}
-			if lacksTag(err) {
-				if !n.tags.lacking {
-					s.log.Error("node serves no "+string(tag)+" block: run_on: safe | finalized triggers and "+
-						"confirmations: safe | finalized waits on this network stop advancing until it does "+
-						"(declare finality: none and use confirmations: N on a chain without finality tags)",
-						"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "tag", tag, "err", redact.Error(err))
-				}
-				n.tags.lacking = true
-				return
+			changed = changed || moved
+		case ctx.Err() != nil:
+			return
+		case lacksTag(err):
+			if _, was := n.tags.lacking[tag]; !was {
+				s.log.Warn("node serves no "+string(tag)+" block: run_on: "+string(tag)+" triggers and confirmations: "+
+					string(tag)+" waits on this network stop advancing until it does (on a chain without finality "+
+					"tags, declare finality: none and use confirmations: N)",
+					"network", n.cfg.Name, "chain_id", n.cfg.ChainID, "tag", tag, "err", redact.Error(err))
 			}
-			s.log.Warn("cannot read the node's finality tags; retrying at the next head", "network", n.cfg.Name,
+			n.tags.lacking[tag] = wh.Number + lackingRetry
+		default:
+			s.log.Warn("cannot read or record the node's finality tag; retrying", "network", n.cfg.Name,
 				"tag", tag, "err", redact.Error(err))
 			return
 		}
-		b := indexed(h)
-		// Only a tag block the window holds (or one older than the window)
-		// is recorded. One past the window's head cannot be checked (right
-		// after a rewind the node may still name the old chain's block);
-		// one the window holds under another hash is on a fork the head
-		// tracker has not sorted out yet. Both wait for the next head.
-		if b.Number > wh.Number {
-			return
-		}
-		if hs, err := store.BlockHashes(ctx, s.pool, n.cfg.ChainID, []int64{b.Number}); err != nil {
-			return
-		} else if w, ok := hs[b.Number]; ok && w != b.Hash {
-			s.log.Debug("tag block differs from the window's; waiting for the head tracker", "network", n.cfg.Name,
-				"tag", tag, "number", b.Number)
-			return
-		}
-		var moved bool
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			moved, err = store.SetFinality(ctx, tx, lease, n.cfg.ChainID, tag, b)
-			return err
-		})
-		if err != nil {
-			s.log.Warn("cannot record the node's finality tag", "network", n.cfg.Name, "tag", tag, "err", err)
-			return
-		}
-		changed = changed || moved
 	}
-	if n.tags.lacking {
-		s.log.Info("node serves the finality tags again", "network", n.cfg.Name)
-	}
-	n.tags = tagPoll{polledAt: wh.Hash}
+	n.tags.polledAt = wh.Hash
 	if changed {
 		n.signal()
 	}
+}
+
+// pollTag asks the node for tag's block and records it, if the window
+// under head wh can vouch for it. moved reports a new record.
+func (s *Service) pollTag(ctx context.Context, n *netState, lease store.Lease, tag store.FinalityTag, wh store.IndexedBlock) (bool, error) {
+	h, err := n.client.header(ctx, string(tag))
+	if err != nil {
+		return false, err
+	}
+	b := indexed(h)
+	// Only a tag block the window holds (or one older than the window) is
+	// recorded. One past the window's head cannot be checked (right after
+	// a rewind the node may still name the old chain's block); one the
+	// window holds under another hash is on a fork the head tracker has
+	// not sorted out yet. Both wait for a later head.
+	if b.Number > wh.Number {
+		return false, nil
+	}
+	hs, err := store.BlockHashes(ctx, s.pool, n.cfg.ChainID, []int64{b.Number})
+	if err != nil {
+		return false, err
+	}
+	if w, ok := hs[b.Number]; ok && w != b.Hash {
+		s.log.Debug("tag block differs from the window's; waiting for the head tracker", "network", n.cfg.Name,
+			"tag", tag, "number", b.Number)
+		return false, nil
+	}
+	var moved bool
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		moved, err = store.SetFinality(ctx, tx, lease, n.cfg.ChainID, tag, b)
+		return err
+	})
+	return moved, err
 }
 
 // lacksTag reports whether err is the node saying it has no such tag: a
