@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -164,13 +164,17 @@ type FinalityUse struct {
 	What    string // e.g. "workflow payouts: trigger run_on: finalized"
 }
 
-// CheckFinality asks the node of each network for each tag uses hold on
-// it (both, for a network that declares finality: tags). A node that
-// answers without the tag (null or an error) never heals by itself: it is
-// an error naming what needs the tag and what to change. A node that does
-// not answer at all is skipped (CheckNetworks says so; the head tracker
-// keeps asking).
-func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
+// CheckFinality asks the node of each of nets (its first URL first: run
+// it after CheckNetworks, which puts the answering URLs first) for each
+// tag uses hold on it (both, for a network that declares finality: tags),
+// before anything is deployed. A node that answers without the tag (null
+// or an error of its own) never heals by itself: it is an error naming
+// what needs the tag and what to change. A node that does not answer at
+// all is skipped (CheckNetworks says so; the head tracker keeps asking).
+func CheckFinality(ctx context.Context, nets []Network, uses []FinalityUse, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
 	need := map[string]map[store.FinalityTag][]string{}
 	for _, u := range uses {
 		if need[u.Network] == nil {
@@ -178,50 +182,61 @@ func (s *Service) CheckFinality(ctx context.Context, uses []FinalityUse) error {
 		}
 		need[u.Network][u.Tag] = append(need[u.Network][u.Tag], u.What)
 	}
-	names := make([]string, 0, len(s.nets))
-	for name := range s.nets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	var errs []error
-	for _, name := range names {
-		n := s.nets[name]
-		if n.cfg.Finality == FinalityNone {
+	for _, n := range nets {
+		if n.Finality == FinalityNone || len(n.RPC) == 0 || (n.Finality != FinalityTags && len(need[n.Name]) == 0) {
 			continue
 		}
-		for _, tag := range tagsPolled {
-			used := need[name][tag]
-			if len(used) == 0 && n.cfg.Finality != FinalityTags {
-				continue
-			}
-			h, err := n.client.header(ctx, string(tag))
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err == nil {
-				s.log.Info("node serves the finality tag", "network", name, "tag", tag, "block", h.Number)
-				continue
-			}
-			if !lacksTag(err) {
-				s.log.Warn("cannot check the node's finality tags at start; ingestion retries", "network", name,
-					"tag", tag, "err", redact.Error(err))
-				break
-			}
-			answer := "null"
-			if !errors.Is(err, ErrNotFound) {
-				answer = "an error (" + redact.Error(err).Error() + ")"
-			}
-			why := "workflows need it: " + strings.Join(used, "; ")
-			if len(used) == 0 {
-				why = "rflow.yaml declares finality: tags for the network"
-			}
-			errs = append(errs, fmt.Errorf("network %s: the node answers eth_getBlockByNumber(%q) with %s: it serves no "+
-				"finality tags, but %s. Use confirmations: N (run_on: confirmed) on this network and declare finality: none, "+
-				"or point its rpc at a node that serves the tags (Ethereum PoS, OP Stack, Arbitrum)",
-				name, tag, answer, why))
+		c, err := Dial(ctx, ClientOptions{URLs: n.RPC, Timeout: probeTimeout, Attempts: len(n.RPC),
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			logger.Warn("cannot check the node's finality tags at start; ingestion retries", "network", n.Name, "err", redact.Error(err))
+			continue
+		}
+		errs = append(errs, checkTags(ctx, c, n, need[n.Name], logger)...)
+		c.Close()
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkTags is CheckFinality for network n through client c.
+func checkTags(ctx context.Context, c *Client, n Network, need map[store.FinalityTag][]string, logger *slog.Logger) []error {
+	var errs []error
+	for _, tag := range tagsPolled {
+		used := need[tag]
+		if len(used) == 0 && n.Finality != FinalityTags {
+			continue
+		}
+		h, err := c.header(ctx, string(tag))
+		if ctx.Err() != nil {
+			return errs
+		}
+		if err == nil {
+			logger.Info("node serves the finality tag", "network", n.Name, "tag", tag, "block", h.Number)
+			continue
+		}
+		if !lacksTag(err) {
+			logger.Warn("cannot check the node's finality tags at start; ingestion retries", "network", n.Name,
+				"tag", tag, "err", redact.Error(err))
+			return errs
+		}
+		answer := "null"
+		if !errors.Is(err, ErrNotFound) {
+			answer = "an error (" + redact.Error(err).Error() + ")"
+		}
+		why := "workflows need it: " + strings.Join(used, "; ")
+		if len(used) == 0 {
+			why = "rflow.yaml declares finality: tags for the network"
+		}
+		errs = append(errs, fmt.Errorf("network %s: the node answers eth_getBlockByNumber(%q) with %s: it serves no "+
+			"finality tags, but %s. Use confirmations: N (run_on: confirmed) on this network and declare finality: none, "+
+			"or point its rpc at a node that serves the tags (Ethereum PoS, OP Stack, Arbitrum)",
+			n.Name, tag, answer, why))
+	}
+	return errs
 }
 
 // tagMark identifies the chain's recorded tag blocks, so a wait feed that

@@ -114,16 +114,17 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 	e.Deposit(7)
 	node.Mine(80) // anvil itself would call the log finalized by now
 	addr := []common.Address{e.Address}
-	svc := runService(t, pool, chain.Config{Networks: []chain.Network{network(proxy)}, Events: []chain.EventTrigger{
+	runService(t, pool, chain.Config{Networks: []chain.Network{network(proxy)}, Events: []chain.EventTrigger{
 		{Workflow: "final", Network: "local", Event: deposit, Addresses: addr, RunOn: chain.RunOnFinalized},
 		{Workflow: "head", Network: "local", Event: deposit, Addresses: addr, RunOn: chain.RunOnHead},
 	}})
-	err = svc.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", Tag: store.TagFinalized,
-		What: "workflow final: trigger run_on: finalized"}})
+	err = chain.CheckFinality(context.Background(), []chain.Network{network(proxy)}, []chain.FinalityUse{{Network: "local", Tag: store.TagFinalized,
+		What: "workflow final: trigger run_on: finalized"}}, testLogger(t))
 	require.ErrorContains(t, err, `network local: the node answers eth_getBlockByNumber("finalized") with null: it serves no finality tags, `+
 		"but workflows need it: workflow final: trigger run_on: finalized. Use confirmations: N")
 	require.NotContains(t, err.Error(), `"safe"`, "only the tag something needs is asked for")
-	require.NoError(t, svc.CheckFinality(context.Background(), nil), "nothing needs the tags, nothing declared")
+	require.NoError(t, chain.CheckFinality(context.Background(), []chain.Network{network(proxy)}, nil, testLogger(t)),
+		"nothing needs the tags, nothing declared")
 
 	runs := func(wf string) int {
 		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = $1`, wf)
@@ -138,18 +139,12 @@ func TestNodeWithoutFinalityTags(t *testing.T) {
 	// them: the declaration is wrong.
 	declared := network(proxy)
 	declared.Finality = chain.FinalityTags
-	decl, err := chain.NewService(context.Background(), pool, gateClaimer{}, chain.Config{Networks: []chain.Network{declared}}, testLogger(t))
-	require.NoError(t, err)
-	defer decl.Close()
-	require.ErrorContains(t, decl.CheckFinality(context.Background(), nil),
+	require.ErrorContains(t, chain.CheckFinality(context.Background(), []chain.Network{declared}, nil, testLogger(t)),
 		`eth_getBlockByNumber("safe") with null: it serves no finality tags, but rflow.yaml declares finality: tags for the network`)
 
 	// The same check against anvil itself, which serves the tags.
-	direct, err := chain.NewService(context.Background(), pool, gateClaimer{}, chain.Config{Networks: []chain.Network{network(node.URL)}}, testLogger(t))
-	require.NoError(t, err)
-	defer direct.Close()
-	require.NoError(t, direct.CheckFinality(context.Background(), []chain.FinalityUse{{Network: "local", Tag: store.TagSafe, What: "x"},
-		{Network: "local", Tag: store.TagFinalized, What: "y"}}))
+	require.NoError(t, chain.CheckFinality(context.Background(), []chain.Network{network(node.URL)}, []chain.FinalityUse{
+		{Network: "local", Tag: store.TagSafe, What: "x"}, {Network: "local", Tag: store.TagFinalized, What: "y"}}, testLogger(t)))
 }
 
 // A finality violation on geth --dev (a block a second): debug_setHead

@@ -39,6 +39,8 @@ type netState struct {
 	cfg    Network
 	client *Client
 	tags   tagPoll // the head tracker's polling of the finality tags
+	// recorded is the head tracker's last recorded node answer.
+	recorded headRecord
 
 	mu      sync.Mutex
 	changed chan struct{}

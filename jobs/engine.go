@@ -191,7 +191,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &pageWorker{e: e})
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	river.AddWorker(workers, &reorgWorker{e: e})
-	periodic := []*river.PeriodicJob{}
+	river.AddWorker(workers, &repairWorker{e: e})
+	periodic := []*river.PeriodicJob{newRepairPeriodicJob()}
 	if err := cfg.Rehearsal.check(); err != nil {
 		return nil, err
 	}
@@ -210,14 +211,20 @@ func NewEngine(cfg Config) (*Engine, error) {
 		periodic = append(periodic, r.PeriodicJobs(time.Minute)...)
 		e.relayer = r
 	}
-	lc := cfg.LedgerCleanup
+	lc, every := cfg.LedgerCleanup, cfg.LedgerCleanupInterval
+	if cfg.Project != nil {
+		// The project's idempotency.cleanup, where the caller set nothing.
+		c := cfg.Project.Idempotency.Cleanup
+		lc.BatchSize, lc.MaxBatches = cmp.Or(lc.BatchSize, c.Batch), cmp.Or(lc.MaxBatches, c.MaxBatches)
+		every = cmp.Or(every, c.Every)
+	}
 	lc.Pool, lc.Logger = cfg.Pool, e.logger
 	cleanup, err := NewLedgerCleanupWorker(lc)
 	if err != nil {
 		return nil, err
 	}
 	river.AddWorker(workers, cleanup)
-	periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
+	periodic = append(periodic, NewLedgerCleanupPeriodicJob(every))
 	if e.rehearsal != nil {
 		// The live processes' maintenance; a rehearsal enqueues none of it
 		// (a leading rehearsal would put it in its own queue).
@@ -298,7 +305,8 @@ func (e *Engine) Start(ctx context.Context) error {
 // made available at once, and runs claimed while their workflow was paused
 // start if it has been resumed. Everything else resumes by itself from the
 // journal, because every parked run has a River job (delays are scheduled
-// jobs; in-flight steps are running or available jobs).
+// jobs; in-flight steps are running or available jobs); a run whose job
+// was deleted or lost gets one again (RepairRuns).
 func (e *Engine) Recover(ctx context.Context) error {
 	if err := e.rescueDeadNodes(ctx); err != nil {
 		return err
@@ -313,6 +321,13 @@ func (e *Engine) Recover(ctx context.Context) error {
 	// Budget reservations a crash left live settle against the relayer.
 	if _, err := budgets.Reconcile(ctx, e.pool); err != nil {
 		return fmt.Errorf("budget recovery: %w", err)
+	}
+	// Pending steps whose job is gone (deleted in River UI, lost in a
+	// restore) get one again; the periodic repair job repeats this.
+	if e.rehearsal == nil {
+		if _, err := e.RepairRuns(ctx); err != nil {
+			return fmt.Errorf("repair runs: %w", err)
+		}
 	}
 	return nil
 }

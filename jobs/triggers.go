@@ -24,14 +24,19 @@ import (
 func (e *Engine) ChainConfig() chain.Config {
 	p := e.project
 	src := &triggerSource{e: e}
-	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e}
+	return chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e, Networks: ChainNetworks(p)}
+}
+
+// ChainNetworks maps the project's networks to the chain package's.
+func ChainNetworks(p *workflow.Project) []chain.Network {
+	var out []chain.Network
 	for _, n := range p.Networks {
-		cfg.Networks = append(cfg.Networks, chain.Network{
+		out = append(out, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
 			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange, Finality: chain.Finality(n.Finality),
 		})
 	}
-	return cfg
+	return out
 }
 
 // triggerSource builds the chain triggers of the deployed generations. It
@@ -59,7 +64,16 @@ func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gens == nil || !maps.Equal(gens, s.gens) {
-		trig, err := s.build(ctx, gens)
+		// A workflow a project file deployed that this process's file no
+		// longer has runs no trigger here (rflow workflows deploy
+		// retires it).
+		missing, err := s.e.missingFromFile(ctx, slices.Collect(maps.Keys(gens)))
+		if err != nil {
+			return chain.Triggers{}, err
+		}
+		built := maps.Clone(gens)
+		maps.DeleteFunc(built, func(name string, _ int64) bool { return missing[name] })
+		trig, err := s.build(ctx, built)
 		if err != nil {
 			return chain.Triggers{}, err
 		}

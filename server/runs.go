@@ -184,6 +184,9 @@ type runDetail struct {
 	// Waits are the run's wait_for conditions and what matched them.
 	Waits  []*store.Wait `json:"waits,omitempty"`
 	Reorgs []*Response   `json:"reorg_responses,omitempty"`
+	// Repairs: each time a pending step had lost its River job and was
+	// enqueued again.
+	Repairs []store.Repair `json:"repairs,omitempty"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +201,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(d.Run), Steps: NewSteps(d.Steps), Approvals: NewApprovals(d.Approvals),
-		Waits: d.Waits, Reorgs: NewResponses(d.Reorgs)})
+		Waits: d.Waits, Reorgs: NewResponses(d.Reorgs), Repairs: d.Repairs})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger
@@ -213,7 +216,7 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		prev, err := store.RetryByCommand(ctx, tx, id, cmd.Key)
 		switch {
-		case err == nil && prev.RequestHash == cmd.Hash:
+		case err == nil && cmd.same(prev.RequestHash):
 			run, err := store.GetRun(ctx, tx, id, false)
 			if err != nil {
 				return 0, nil, err
