@@ -91,7 +91,8 @@ func TestFinalityPhasesFollowTheNodesTags(t *testing.T) {
 		require.NoError(t, err)
 		for _, l := range lags {
 			if l.Task == "event/final" && l.Phase == "finalized" {
-				return l.Block == int64(logBlock) && l.Head == int64(logBlock) && l.Behind == 0
+				return l.Block == int64(logBlock) && l.Head == int64(logBlock) && l.Behind == 0 && l.Waiting == 0 &&
+					!l.Stalled(time.Millisecond)
 			}
 		}
 		return false

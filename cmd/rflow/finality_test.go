@@ -106,6 +106,19 @@ func TestFinalityTagsOnGeth(t *testing.T) {
 	require.Zero(t, stepCalls(s, "paid"), "a run_on: finalized run before its block is finalized")
 	require.Zero(t, stepCalls(s, "told"), "a confirmations: finalized wait settled before its block is finalized")
 	waitsIn(t, pool, 1, store.WaitArmed)
+	// Readiness and lag measure the finalized cursor against the finalized
+	// block: blocks arriving above it are not a stall.
+	lags, err := store.CursorLags(ctx, pool)
+	require.NoError(t, err)
+	found := false
+	for _, l := range lags {
+		if l.Task == "event/final-deposit" && l.Phase == "finalized" {
+			found = true
+			require.Equal(t, int64(finalized()), l.Head, "lag measured against the finalized block")
+			require.False(t, l.Stalled(time.Second), "a finalized cursor waiting for the next epoch is not stalled: %+v", l)
+		}
+	}
+	require.True(t, found, "the finalized cursor: %+v", lags)
 
 	// Up to the next boundary: geth finalizes it, the deposit and the claim
 	// with it.
@@ -158,6 +171,7 @@ func TestStartRefusesANodeWithoutFinalityTags(t *testing.T) {
 	require.Contains(t, p.out.String(), `network dev: the node answers eth_getBlockByNumber("finalized") with null: it serves no finality tags, `+
 		"but workflows need it: workflow final-deposit: trigger run_on: finalized; "+
 		"workflow claim-saga: step claimed wait_for confirmations: finalized.")
+	require.NotContains(t, p.out.String(), "deployed workflow", "checked before anything is deployed")
 
 	none := writeFinalityProject(t, anviltest.ChainID, proxy, ", finality: none", "0x5FbDB2315678afecb367f032d93F642f64180aa3", s.URL)
 	_, stderr, code = rflowCmd(t, "validate", "-c", none)
