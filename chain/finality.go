@@ -68,7 +68,7 @@ func (j *cursorJob) target(ctx context.Context, head int64) (int64, bool, error)
 // window's head moved since the last poll. A failure is logged, not
 // returned: the head tracker goes on, and only the tagged phases and
 // waits wait for the next poll. A node that answers without a tag (null
-// or an error of its own) is said once, loudly: what follows the tag
+// or an error of its own) is logged once per outage: what follows the tag
 // stops advancing until the node serves it again (never the head instead).
 func (s *Service) pollFinality(ctx context.Context, n *netState, lease store.Lease) {
 	if n.cfg.Finality == FinalityNone {
