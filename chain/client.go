@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -63,6 +64,10 @@ type Client struct {
 	conns     []*rpc.Client
 	preferred int
 	closed    bool
+
+	// noBlockReceipts is set once the node answered that it does not
+	// serve eth_getBlockReceipts (txlogs.go).
+	noBlockReceipts atomic.Bool
 }
 
 // Dial prepares a Client. HTTP endpoints are not contacted until the first

@@ -132,6 +132,10 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if f.err != nil {
+		if errors.Is(f.err, errStale) { // a receipt of another block (txlogs.go): a reorg is under way
+			j.s.log.Debug("range stale; rereading", "task", j.task, "phase", j.phase, "from", f.from, "to", f.to, "err", f.err)
+			return false, nil
+		}
 		if IsRangeError(f.err) && j.size.shrink(f.from, f.to) {
 			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size.size, "err", f.err)
 			return true, nil

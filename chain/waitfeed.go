@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
@@ -131,6 +132,8 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 			if err != nil {
 				return err
 			}
+			var kept []types.Log
+			var decoded []Decoded
 			for _, l := range logs {
 				if l.Removed {
 					continue
@@ -142,8 +145,18 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 						"tx", l.TxHash.Hex(), "log_index", l.Index, "err", err)
 					continue
 				}
-				*into = append(*into, d)
+				kept, decoded = append(kept, l), append(decoded, d)
 			}
+			// A match is a log as an event trigger's occurrence is: its
+			// transaction and its position in it (txlogs.go).
+			pos, err := n.client.TxLogIndexes(ctx, kept)
+			if err != nil {
+				return fmt.Errorf("logs %d..%d: %w", lo, hi, err)
+			}
+			for i := range decoded {
+				decoded[i].TxLogIndex = pos[i]
+			}
+			*into = append(*into, decoded...)
 		}
 		return nil
 	}
