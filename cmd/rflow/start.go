@@ -496,7 +496,18 @@ func checkNetworks(ctx context.Context, p *workflow.Project, logger *slog.Logger
 	for i, n := range checked {
 		p.Networks[i].RPC = n.RPC
 	}
-	return nil
+	// A node without the finality tags a workflow follows never heals
+	// either.
+	return chain.CheckFinality(ctx, checked, tagUses(p), logger.With("component", "chain"))
+}
+
+// tagUses lists the project's uses of finality tags for chain.CheckFinality.
+func tagUses(p *workflow.Project) []chain.FinalityUse {
+	var out []chain.FinalityUse
+	for _, u := range p.TagUses() {
+		out = append(out, chain.FinalityUse{Network: u.Network, Tag: store.FinalityTag(u.Tag), What: u.What})
+	}
+	return out
 }
 
 // chainService builds the event/block/read trigger service, or nil when the
