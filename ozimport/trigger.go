@@ -267,7 +267,14 @@ func (b *builder) webhookStep(step ymap, m *Monitor, t *Trigger, tc *templateCon
 	}
 	if c.Secret != nil {
 		secret := b.secretRef(*c.Secret, t.File, envName(t.ID)+"_SECRET", "HMAC secret of webhook trigger "+t.ID, false)
-		b.notePlainSecret(*c.Secret, t, "secret")
+		if k, _ := c.Secret.kind(); k == secretPlain {
+			// An hmac_secret is a credential field: rflow reads it from the
+			// environment, never from the file (validate warns on a literal).
+			secret = b.envRef(envName(t.ID)+"_SECRET", "HMAC secret of webhook trigger "+t.ID+
+				": plain text in the Monitor file; set it to that value.", "", false)
+			b.note(t.File, "", fmt.Sprintf("trigger %s: the secret is plain text in the Monitor file", t.ID),
+				fmt.Sprintf("the workflow reads it from ${%s} (see .env.example): set that variable to the value in the Monitor file", envName(t.ID)+"_SECRET"), false)
+		}
 		call = call.add("hmac_secret", secret, "The webhook's secret signs each request: X-Rflow-Timestamp (unix seconds) and\nX-Rflow-Signature: sha256=hex(HMAC-SHA256(secret, timestamp + \".\" + body)).\nMonitor sent X-Signature over body + timestamp (ms): update the receiver's check.")
 		b.note(t.File, m.Name, fmt.Sprintf("trigger %s: HMAC signature", t.ID),
 			"rflow signs with X-Rflow-Timestamp and X-Rflow-Signature (sha256=hex(HMAC-SHA256(secret, timestamp + \".\" + body))) instead of Monitor's X-Signature/X-Timestamp; update the receiver's verification", false)

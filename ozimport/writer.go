@@ -109,7 +109,7 @@ func validate(dir string, r *Result) error {
 		if err != nil {
 			return err
 		}
-		if _, err := workflow.ParseWorkflow(p, w.File, body); err != nil {
+		if _, err := workflow.ParseWorkflowFile(p, w.File, body); err != nil {
 			if errors.As(err, &ds) {
 				return &ValidationError{Diagnostics: ds}
 			}
@@ -127,5 +127,7 @@ func standIn(e EnvVar) string {
 	case e.URL:
 		return "https://example.invalid/"
 	}
-	return "stand-in"
+	// One value per variable: rflow treats a variable whose value equals a
+	// credential's as that credential, so two stand-ins must differ.
+	return "stand-in-" + strings.ToLower(e.Name)
 }

@@ -45,6 +45,17 @@ func CompileSpec(p *Project, spec []byte, origin Origin) (*Workflow, error) {
 // Invalid definitions return *Diagnostics-compatible Diagnostics naming
 // file; warnings of a valid one are in Workflow.Warnings.
 func ParseWorkflow(p *Project, file string, src []byte) (*Workflow, error) {
+	return parseOne(p, file, src, OriginAPI)
+}
+
+// ParseWorkflowFile is ParseWorkflow for a definition that lives in a
+// project file (one not yet listed in rflow.yaml, say): its ${VAR}
+// references read the environment as the project's own files do.
+func ParseWorkflowFile(p *Project, file string, src []byte) (*Workflow, error) {
+	return parseOne(p, file, src, OriginFile)
+}
+
+func parseOne(p *Project, file string, src []byte, origin Origin) (*Workflow, error) {
 	if p == nil {
 		return nil, fmt.Errorf("parse workflow: no project")
 	}
@@ -55,7 +66,7 @@ func ParseWorkflow(p *Project, file string, src []byte) (*Workflow, error) {
 	if len(docs) != 1 {
 		return nil, Diagnostics{{Pos: Position{File: file, Line: 1, Col: 1}, Message: fmt.Sprintf("want exactly one workflow document, found %d", len(docs))}}
 	}
-	return compileOne(p, docs[0], OriginAPI)
+	return compileOne(p, docs[0], origin)
 }
 
 func compileOne(p *Project, n *node, origin Origin) (*Workflow, error) {

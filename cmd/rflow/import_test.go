@@ -162,7 +162,7 @@ func setupTokenImport(t *testing.T, keyIndex int) *tokenImport {
 	require.Empty(t, errOut.String())
 	_, bob := anviltest.Key(t, 1)
 	return &tokenImport{node: node, token: token, hooks: hooks, config: filepath.Join(project, "rflow.yaml"),
-		env: []string{"LOCAL_RPC=" + node.URL, "HOOK_URL=" + hooks.URL + "/treasury"}, bob: bob,
+		env: []string{"LOCAL_RPC=" + node.URL, "HOOK_URL=" + hooks.URL + "/treasury", "TREASURY_HOOK_SECRET=e2e-hook-secret"}, bob: bob,
 		matches: []string{"Large token transfers | 1000000000000000000000000 to " + token.From.Hex()}}
 }
 
@@ -196,6 +196,7 @@ func TestImportOZMonitorRunsOnAnvil(t *testing.T) {
 	ti := setupTokenImport(t, 0)
 	t.Setenv("LOCAL_RPC", ti.node.URL)
 	t.Setenv("HOOK_URL", ti.hooks.URL+"/treasury")
+	t.Setenv("TREASURY_HOOK_SECRET", "e2e-hook-secret") // plain in the Monitor file: a variable in rflow
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run([]string{"rflow", "validate", "--strict", "-c", ti.config}, &out, &errOut), errOut.String())
 	require.Contains(t, out.String(), "valid: 1 workflow (1 event)")
