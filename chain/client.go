@@ -63,6 +63,10 @@ type Client struct {
 	conns     []*rpc.Client
 	preferred int
 	closed    bool
+
+	// ranges is what the node said about eth_getLogs ranges (see
+	// rangeSizer), shared by every reader of the network.
+	ranges rangeLimits
 }
 
 // Dial prepares a Client. HTTP endpoints are not contacted until the first
@@ -375,8 +379,10 @@ func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 
 // IsRangeError reports whether an eth_getLogs error means "ask for fewer
 // blocks": too many results, range too large, response too big, timeout.
+// A node behind the range ("block range extends beyond current head
+// block") is not one: it will have the blocks soon.
 func IsRangeError(err error) bool {
-	if err == nil {
+	if err == nil || lagging(err.Error()) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
@@ -104,19 +105,21 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 
 // waitFetcher reads a range's logs of the feed's event and, for waits
 // parked since the last range, their lookback up to the range's start.
+// Both are read in ranges of the network's sizer (a lookback can span far
+// more blocks than the provider takes at once).
 func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetchFunc {
 	var addrs []common.Address
 	if f.Address != (common.Address{}) {
 		addrs = []common.Address{f.Address}
 	}
 	topics := [][]common.Hash{{f.Event.Topic()}}
+	size := newRangeSizer(n, maxLogsPerRange) // the cursor job runs one fetch at a time
 	read := func(ctx context.Context, b *batch, from, to int64, into *[]Decoded) error {
-		for lo := from; lo <= to; lo += int64(n.cfg.MaxBlockRange) {
-			hi := min(to, lo+int64(n.cfg.MaxBlockRange)-1)
-			logs, err := n.client.Logs(ctx, LogQuery{From: uint64(lo), To: uint64(hi), Addresses: addrs, Topics: topics})
-			if err != nil {
-				return err
-			}
+		if to < from {
+			return nil
+		}
+		q := LogQuery{From: uint64(from), To: uint64(to), Addresses: addrs, Topics: topics}
+		return n.client.walkLogs(ctx, size, q, func(logs []types.Log) error {
 			for _, l := range logs {
 				if l.Removed {
 					continue
@@ -130,8 +133,8 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 				}
 				*into = append(*into, d)
 			}
-		}
-		return nil
+			return nil
+		})
 	}
 	return func(ctx context.Context, from, to int64) (batch, error) {
 		b := batch{hashes: map[int64]string{}}
