@@ -22,6 +22,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/rflow-dev/rflow/chain/rpcbatch"
 	"github.com/rflow-dev/rflow/redact"
 )
 
@@ -65,8 +66,10 @@ type Client struct {
 	closed    bool
 
 	// ranges is what the node said about eth_getLogs ranges (see
-	// rangeSizer), shared by every reader of the network.
-	ranges rangeLimits
+	// rangeSizer), shared by every reader of the network; batches is the
+	// batch size it accepts, shared by every batch sent to it.
+	ranges  rangeLimits
+	batches rpcbatch.Size
 }
 
 // Dial prepares a Client. HTTP endpoints are not contacted until the first
@@ -304,8 +307,9 @@ func (c *Client) header(ctx context.Context, tag string) (Header, error) {
 	return Header{Number: uint64(h.Number), Hash: h.Hash, ParentHash: h.ParentHash, Time: uint64(h.Time)}, nil
 }
 
-// Headers returns the headers of blocks from..to in one JSON-RPC batch. A
-// block the node does not have ends the list early (no error).
+// Headers returns the headers of blocks from..to in JSON-RPC batches (as
+// few as the node takes; see batch). A block the node does not have ends
+// the list early (no error).
 func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error) {
 	if to < from {
 		return nil, nil
@@ -319,7 +323,7 @@ func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error)
 			batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber",
 				Args: []any{hexutil.EncodeUint64(from + uint64(i)), false}, Result: &raws[i]}
 		}
-		if err := rc.BatchCallContext(ctx, batch); err != nil {
+		if err := c.batches.Call(ctx, rc, batch); err != nil {
 			return err
 		}
 		for _, b := range batch {
