@@ -2,6 +2,10 @@
 GO        ?= go
 TOOLS     := $(CURDIR)/.tools
 ANVIL     := $(TOOLS)/node_modules/.bin/anvil
+# geth, the second node implementation, built from the module proxy at
+# go.mod's go-ethereum version and cached per version.
+GETH_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
+GETH      := $(TOOLS)/geth-$(GETH_VERSION)/geth
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 TESTFLAGS ?= -timeout 25m
 
@@ -10,22 +14,26 @@ TESTFLAGS ?= -timeout 25m
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/rflow ./cmd/rflow
 
-# The one test command. It installs the test chain node (anvil) from npm first.
+# The one test command. It installs the test chain nodes first: anvil from
+# npm, geth built from the module proxy.
 test: tools
-	RFLOW_ANVIL=$(ANVIL) $(GO) test $(TESTFLAGS) ./...
+	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) $(GO) test $(TESTFLAGS) ./...
 
-# anvil (and solc-js, to rebuild the test contract) from npm, pinned.
-tools: $(ANVIL)
+# anvil (and solc-js, to rebuild the test contract) from npm, pinned; geth
+# at go.mod's go-ethereum version.
+tools: $(ANVIL) $(GETH)
+$(GETH):
+	GOBIN=$(dir $(GETH)) $(GO) install github.com/ethereum/go-ethereum/cmd/geth@$(GETH_VERSION)
 $(ANVIL):
 	mkdir -p $(TOOLS)
 	cd $(TOOLS) && npm install --no-audit --no-fund --silent \
 		@foundry-rs/anvil-linux-amd64@1.7.1 solc@0.8.37
 
 bench: tools
-	RFLOW_ANVIL=$(ANVIL) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
 soak: tools
-	RFLOW_ANVIL=$(ANVIL) RFLOW_SOAK=large $(GO) test -run 'Soak|Outage' -timeout 60m -v ./...
+	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) RFLOW_SOAK=large $(GO) test -run 'Soak|Outage' -timeout 60m -v ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

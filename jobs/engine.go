@@ -191,7 +191,8 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &pageWorker{e: e})
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	river.AddWorker(workers, &reorgWorker{e: e})
-	periodic := []*river.PeriodicJob{}
+	river.AddWorker(workers, &repairWorker{e: e})
+	periodic := []*river.PeriodicJob{newRepairPeriodicJob()}
 	if err := cfg.Rehearsal.check(); err != nil {
 		return nil, err
 	}
@@ -298,7 +299,8 @@ func (e *Engine) Start(ctx context.Context) error {
 // made available at once, and runs claimed while their workflow was paused
 // start if it has been resumed. Everything else resumes by itself from the
 // journal, because every parked run has a River job (delays are scheduled
-// jobs; in-flight steps are running or available jobs).
+// jobs; in-flight steps are running or available jobs); a run whose job
+// was deleted or lost gets one again (RepairRuns).
 func (e *Engine) Recover(ctx context.Context) error {
 	if err := e.rescueDeadNodes(ctx); err != nil {
 		return err
@@ -313,6 +315,13 @@ func (e *Engine) Recover(ctx context.Context) error {
 	// Budget reservations a crash left live settle against the relayer.
 	if _, err := budgets.Reconcile(ctx, e.pool); err != nil {
 		return fmt.Errorf("budget recovery: %w", err)
+	}
+	// Pending steps whose job is gone (deleted in River UI, lost in a
+	// restore) get one again; the periodic repair job repeats this.
+	if e.rehearsal == nil {
+		if _, err := e.RepairRuns(ctx); err != nil {
+			return fmt.Errorf("repair runs: %w", err)
+		}
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ type Observer interface {
 	StepFinished(kind, status string, d time.Duration)
 	// RunFinished: a run of workflow ended as status (completed or failed).
 	RunFinished(workflow, status string)
+	// RunRepaired: a pending step of a run of workflow had lost its River
+	// job and was enqueued again (maintenance_repair.go).
+	RunRepaired(workflow string)
 }
 
 // nopObserver is the engine's Observer when Config.Observer is nil.
@@ -30,6 +33,7 @@ type nopObserver struct{}
 func (nopObserver) RunsClaimed(string, string, int)            {}
 func (nopObserver) StepFinished(string, string, time.Duration) {}
 func (nopObserver) RunFinished(string, string)                 {}
+func (nopObserver) RunRepaired(string)                         {}
 
 // observeOutcome reports a step attempt's outcome as its journal records it.
 func (e *Engine) observeOutcome(kind string, o outcome, retried bool) {

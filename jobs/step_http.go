@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,7 +25,8 @@ const maxResponseBody = 1 << 20
 // doHTTP performs an http_call or a webhook-style notify. Every request
 // carries Idempotency-Key <run_id>:<step_key> (stable across attempts of the
 // step), so a receiver can drop the duplicate that the at-least-once window
-// of a crash between effect and outcome can produce. A step of an on_reorg
+// of a crash between effect and outcome can produce; after an operator's
+// N-th `runs retry` it is <run_id>:<step_key>:r<N> (see idempotencyKey). A step of an on_reorg
 // response (of is the run it answers) keys on the response's id, so its
 // keys never collide with the run's own steps, and names the run in
 // X-Rflow-Run-Id, as run.id does in its expressions.
@@ -33,7 +35,7 @@ func (e *Engine) doHTTP(ctx context.Context, run, of *store.Run, row *store.Step
 	if err != nil {
 		return outcome{err: err}
 	}
-	req.headers["Idempotency-Key"] = run.ID.String() + ":" + row.Key
+	req.headers["Idempotency-Key"] = idempotencyKey(run, row.Key)
 	req.headers["X-Rflow-Run-Id"] = run.ID.String()
 	if of != nil {
 		req.headers["X-Rflow-Run-Id"] = of.ID.String()
@@ -52,6 +54,20 @@ func (e *Engine) doHTTP(ctx context.Context, run, of *store.Run, row *store.Step
 		return outcome{output: out, err: err, retryable: retryStatus(s, code)}
 	}
 	return outcome{output: out}
+}
+
+// idempotencyKey is an http_call's or notify's outgoing Idempotency-Key.
+// The run's own attempts (a crash's re-execution, retry: policy) share
+// <run_id>:<step_key>, so the receiver drops duplicates. An operator's
+// `runs retry` is a new request: the run's attempt counts the retries, and
+// the N-th one keys <run_id>:<step_key>:r<N>, or an endpoint that cached
+// the failure under the key (as Stripe does) would replay it forever.
+func idempotencyKey(run *store.Run, stepKey string) string {
+	key := run.ID.String() + ":" + stepKey
+	if run.Attempt > 1 {
+		key += ":r" + strconv.Itoa(run.Attempt-1)
+	}
+	return key
 }
 
 // roundTrip makes one request and decodes the response. A transport

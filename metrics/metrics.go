@@ -46,6 +46,7 @@ type Metrics struct {
 	claims       *prometheus.CounterVec
 	stepDuration *prometheus.HistogramVec
 	runsFinished *prometheus.CounterVec
+	runsRepaired *prometheus.CounterVec
 }
 
 var _ jobs.Observer = (*Metrics)(nil)
@@ -67,10 +68,14 @@ func New(cfg Config) *Metrics {
 		Name: "rflow_runs_finished_total",
 		Help: "Runs that ended in this process, by workflow and final status (completed, failed).",
 	}, []string{"workflow", "status"})
+	m.runsRepaired = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rflow_runs_repaired_total",
+		Help: "Pending steps whose River job was gone (deleted, lost in a restore) and that this process enqueued again, by workflow.",
+	}, []string{"workflow"})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.claims, m.stepDuration, m.runsFinished,
+		m.claims, m.stepDuration, m.runsFinished, m.runsRepaired,
 	)
 	if cfg.Pool != nil {
 		m.reg.MustRegister(newDBCollector(cfg))
@@ -99,6 +104,11 @@ func (m *Metrics) StepFinished(kind, status string, d time.Duration) {
 // RunFinished implements jobs.Observer.
 func (m *Metrics) RunFinished(workflow, status string) {
 	m.runsFinished.WithLabelValues(workflow, status).Inc()
+}
+
+// RunRepaired implements jobs.Observer.
+func (m *Metrics) RunRepaired(workflow string) {
+	m.runsRepaired.WithLabelValues(workflow).Inc()
 }
 
 // dbCollector reports the aggregate gauges from one store.ReadGauges

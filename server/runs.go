@@ -184,6 +184,9 @@ type runDetail struct {
 	// Waits are the run's wait_for conditions and what matched them.
 	Waits  []*store.Wait `json:"waits,omitempty"`
 	Reorgs []*Response   `json:"reorg_responses,omitempty"`
+	// Repairs: each time a pending step had lost its River job and was
+	// enqueued again.
+	Repairs []store.Repair `json:"repairs,omitempty"`
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -198,7 +201,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, runDetail{Run: NewRun(d.Run), Steps: NewSteps(d.Steps), Approvals: NewApprovals(d.Approvals),
-		Waits: d.Waits, Reorgs: NewResponses(d.Reorgs)})
+		Waits: d.Waits, Reorgs: NewResponses(d.Reorgs), Repairs: d.Repairs})
 }
 
 // retryRun keeps its durable identity in run_retries: a replay the ledger

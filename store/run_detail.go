@@ -16,6 +16,9 @@ type RunDetail struct {
 	Approvals []*Approval
 	Waits     []*Wait
 	Reorgs    []ResponseJournal
+	// Repairs are the times a pending step of the run had lost its River
+	// job and was enqueued again (store.JoblessSteps).
+	Repairs []Repair
 }
 
 // ResponseJournal is an on_reorg response with its compensation steps.
@@ -38,6 +41,9 @@ func LoadRunDetail(ctx context.Context, db interface {
 		return nil, err
 	}
 	if d.Waits, err = RunWaits(ctx, db, id); err != nil {
+		return nil, err
+	}
+	if d.Repairs, err = RunRepairs(ctx, db, id); err != nil {
 		return nil, err
 	}
 	rs, err := RunResponses(ctx, db, id)

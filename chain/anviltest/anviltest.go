@@ -69,7 +69,7 @@ func Binary() (string, error) {
 	if p := os.Getenv("RFLOW_ANVIL"); p != "" {
 		return p, nil
 	}
-	if root, err := moduleRoot(); err == nil {
+	if root, err := ModuleRoot(); err == nil {
 		p := filepath.Join(root, ".tools", "node_modules", ".bin", "anvil")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -81,7 +81,9 @@ func Binary() (string, error) {
 	return "", fmt.Errorf("anvil not found: run `make tools` (npm @foundry-rs/anvil-linux-amd64@1.7.1) or set RFLOW_ANVIL")
 }
 
-func moduleRoot() (string, error) {
+// ModuleRoot is the directory of the module's go.mod, above the working
+// directory of a test; tools installed by `make tools` live under it.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

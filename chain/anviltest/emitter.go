@@ -32,7 +32,7 @@ type Emitter struct {
 // ContractPath returns the path of a file under testdata/contracts.
 func ContractPath(t testing.TB, name string) string {
 	t.Helper()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatalf("module root: %v", err)
 	}
@@ -64,15 +64,21 @@ func EmitterABIJSON(t testing.TB) []byte {
 	return b
 }
 
+// Dialer is a test node that hands out clients: an anvil Node, or another
+// implementation's (gethtest.Node), so one Emitter serves both.
+type Dialer interface {
+	Client() *ethclient.Client
+}
+
 // DeployEmitter deploys the Emitter with dev key 0 and waits for the receipt,
 // so the node must be mining (automine or a block time).
-func DeployEmitter(t testing.TB, n *Node) *Emitter {
+func DeployEmitter(t testing.TB, n Dialer) *Emitter {
 	t.Helper()
 	return DeployEmitterWith(t, n, 0)
 }
 
 // DeployEmitterWith deploys the Emitter with dev key keyIndex.
-func DeployEmitterWith(t testing.TB, n *Node, keyIndex int) *Emitter {
+func DeployEmitterWith(t testing.TB, n Dialer, keyIndex int) *Emitter {
 	t.Helper()
 	code, err := os.ReadFile(ContractPath(t, "Emitter.bin"))
 	if err != nil {
@@ -166,7 +172,9 @@ func (e *Emitter) send(to *common.Address, data []byte) *types.Receipt {
 		if err == nil {
 			return r
 		}
-		if !errors.Is(err, ethereum.NotFound) {
+		// geth answers "transaction indexing is in progress" for a while
+		// after it starts: ask again, as for a receipt not yet there.
+		if !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "indexing is in progress") {
 			e.t.Fatalf("receipt %s: %v", tx.Hash(), err)
 		}
 		select {

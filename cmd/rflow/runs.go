@@ -209,8 +209,9 @@ type runDetail struct {
 	Approvals []*server.Approval `json:"approvals"`
 	// Waits are the run's wait_for conditions: what each awaits, its
 	// deadline, and the event that matched.
-	Waits  []*store.Wait      `json:"waits,omitempty"`
-	Reorgs []*server.Response `json:"reorg_responses,omitempty"`
+	Waits   []*store.Wait      `json:"waits,omitempty"`
+	Reorgs  []*server.Response `json:"reorg_responses,omitempty"`
+	Repairs []store.Repair     `json:"repairs,omitempty"`
 }
 
 func runsShow(c *cli.Context) error {
@@ -233,7 +234,7 @@ func runsShow(c *cli.Context) error {
 	}
 	run, steps, waits, reorgs := d.Run, d.Steps, d.Waits, server.NewResponses(d.Reorgs)
 	if c.String("output") == "json" {
-		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(d.Approvals), waits, reorgs})
+		_, err = printJSON(c, runDetail{server.NewRun(run), server.NewSteps(steps), server.NewApprovals(d.Approvals), waits, reorgs, d.Repairs})
 		return err
 	}
 	if err := checkOutput(c); err != nil {
@@ -246,6 +247,7 @@ func runsShow(c *cli.Context) error {
 		fmt.Fprintf(out, "waiting   throttle/rate_limit window, next try at %s\n", run.WakeAt.UTC().Format(time.RFC3339))
 	}
 	printRunNotes(out, run)
+	printRepairs(out, d.Repairs)
 	if run.Error != nil {
 		fmt.Fprintf(out, "error     %s\n", *run.Error)
 	}

@@ -33,6 +33,19 @@ func printRunNotes(w io.Writer, run *store.Run) {
 	}
 }
 
+// printRepairs says when a pending step of the run had lost its River job
+// and rflow enqueued it again.
+func printRepairs(w io.Writer, repairs []store.Repair) {
+	for _, r := range repairs {
+		of := ""
+		if r.Response != nil {
+			of = " of its on_reorg response " + *r.Response
+		}
+		fmt.Fprintf(w, "repaired  %s: step %s%s (attempt %d) had lost its River job (deleted or lost in a restore); enqueued again\n",
+			r.RepairedAt.UTC().Format(time.RFC3339), r.StepKey, of, r.Attempt)
+	}
+}
+
 // stepDetail is the DETAIL column of a step: its error, else for a send its
 // transaction hash (from the output, or the relayer while it is pending),
 // else its output.
