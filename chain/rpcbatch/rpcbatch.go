@@ -23,9 +23,14 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 )
 
-// Caller is a JSON-RPC connection: *rpc.Client is one.
+// Caller sends JSON-RPC batches: *rpc.Client is one. A Caller that also
+// has CallContext (singleCaller) makes a batch of one as a single call,
+// which a node that takes no batches at all still answers.
 type Caller interface {
 	BatchCallContext(ctx context.Context, b []rpc.BatchElem) error
+}
+
+type singleCaller interface {
 	CallContext(ctx context.Context, result any, method string, args ...any) error
 }
 
@@ -83,8 +88,8 @@ func (s *Size) Call(ctx context.Context, c Caller, elems []rpc.BatchElem) error 
 	}
 	for len(pending) > 0 {
 		k := s.limit(len(pending))
-		if k == 1 {
-			if err := single(ctx, c, &elems[pending[0]]); err != nil {
+		if one, ok := c.(singleCaller); ok && k == 1 {
+			if err := single(ctx, one, &elems[pending[0]]); err != nil {
 				return err
 			}
 			pending = pending[1:]
@@ -96,7 +101,7 @@ func (s *Size) Call(ctx context.Context, c Caller, elems []rpc.BatchElem) error 
 			sub[i].Error = nil
 		}
 		if err := c.BatchCallContext(ctx, sub); err != nil {
-			if !refusedWhole(err) {
+			if !refusedWhole(err) || k == 1 {
 				return err
 			}
 			s.shrink(k, 0)
@@ -115,7 +120,12 @@ func (s *Size) Call(ctx context.Context, c Caller, elems []rpc.BatchElem) error 
 			elems[at].Error = sub[i].Error
 		}
 		if len(again) > 0 {
-			s.shrink(k, answered)
+			if k == 1 {
+				elems[again[0]].Error = sub[0].Error // refused alone: the node's last word
+				again = nil
+			} else {
+				s.shrink(k, answered)
+			}
 		}
 		pending = append(again, pending[k:]...)
 	}
@@ -124,7 +134,7 @@ func (s *Size) Call(ctx context.Context, c Caller, elems []rpc.BatchElem) error 
 
 // single makes one element's call alone. The node's answer is the
 // element's; anything else (no answer) is the call's error.
-func single(ctx context.Context, c Caller, e *rpc.BatchElem) error {
+func single(ctx context.Context, c singleCaller, e *rpc.BatchElem) error {
 	err := c.CallContext(ctx, e.Result, e.Method, e.Args...)
 	var answer rpc.Error
 	if err != nil && !errors.As(err, &answer) {

@@ -1,0 +1,65 @@
+package relayer_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
+	"github.com/rflow-dev/rflow/relayer"
+)
+
+// A burst of sends goes through a node that refuses batches over 4 calls,
+// each way nodes refuse them, through rflow's own client (chain.Eth) and
+// through a bare ethclient: every send is broadcast and confirmed once,
+// its hook run once, and after the first refusal no batch is over the
+// limit (the size that worked is kept for broadcasts and receipts alike).
+func TestBurstThroughBatchCappedNode(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		style rpcproxy.BatchStyle
+		eth   bool
+	}{
+		"geth/chain.Eth":     {rpcproxy.BatchTooLarge, true},
+		"whole/chain.Eth":    {rpcproxy.BatchWhole, true},
+		"truncate/chain.Eth": {rpcproxy.BatchTruncate, true},
+		"geth/ethclient":     {rpcproxy.BatchTooLarge, false},
+		"truncate/ethclient": {rpcproxy.BatchTruncate, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			const limit, sends = 4, 16
+			tb := setup(t, setupOpts{noClient: true})
+			proxy := rpcproxy.Start(t, tb.node.URL)
+			proxy.Set(rpcproxy.Faults{BatchLimit: limit, BatchStyle: tc.style})
+			var b relayer.Backend
+			if tc.eth {
+				c, err := chain.Dial(context.Background(), chain.ClientOptions{URLs: []string{proxy.URL}})
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				b = c.Eth()
+			} else {
+				c, err := ethclient.Dial(proxy.URL)
+				require.NoError(t, err)
+				t.Cleanup(c.Close)
+				b = c
+			}
+			tb.r = tb.newRelayer(t, relayer.Config{Networks: map[uint64]relayer.Backend{chainID: b}})
+			tb.startClient(t, tb.r)
+			tb.confirmedOnce(t, tb.queueAll(t, sends))
+
+			over := 0
+			for _, n := range proxy.Batches() {
+				if n > limit {
+					over++
+				}
+			}
+			require.Equal(t, over, proxy.Refused(rpcproxy.RefusedBatch))
+			require.Positive(t, over, "the burst was batched and refused")
+			require.LessOrEqual(t, over, 2, "the size that worked is kept: %v", proxy.Batches())
+		})
+	}
+}
