@@ -50,6 +50,7 @@ func TestBurstThroughBatchCappedNode(t *testing.T) {
 			tb.r = tb.newRelayer(t, relayer.Config{Networks: map[uint64]relayer.Backend{chainID: b}})
 			tb.startClient(t, tb.r)
 			tb.confirmedOnce(t, tb.queueAll(t, sends))
+			require.Equal(t, sends, proxy.Relayed("eth_sendRawTransaction"), "each send broadcast once")
 
 			over := 0
 			for _, n := range proxy.Batches() {

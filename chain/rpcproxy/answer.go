@@ -29,6 +29,9 @@ func (p *Proxy) answer(r *http.Request, f Faults, lagging bool, c call) reply {
 			return rep
 		}
 	}
+	p.mu.Lock()
+	p.relayed[c.Method]++
+	p.mu.Unlock()
 	rep, err := p.forward(r, c)
 	if err != nil {
 		return reply{ID: c.ID, Error: &rpcError{Code: -32603, Message: "rpcproxy: upstream: " + err.Error()}}

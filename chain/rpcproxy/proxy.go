@@ -52,6 +52,7 @@ type Proxy struct {
 	faults   Faults
 	requests int
 	calls    map[string]int
+	relayed  map[string]int
 	batches  []int
 	refused  map[Refusal]int
 }
@@ -60,7 +61,7 @@ type Proxy struct {
 // URL) and stops it when the test ends.
 func Start(t testing.TB, upstream string) *Proxy {
 	t.Helper()
-	p := &Proxy{upstream: upstream, client: &http.Client{}, calls: map[string]int{}, refused: map[Refusal]int{}}
+	p := &Proxy{upstream: upstream, client: &http.Client{}, calls: map[string]int{}, relayed: map[string]int{}, refused: map[Refusal]int{}}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -87,6 +88,14 @@ func (p *Proxy) Calls(method string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.calls[method]
+}
+
+// Relayed is how many calls of method the proxy passed on to the node
+// (the ones it refused or answered itself are not).
+func (p *Proxy) Relayed(method string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.relayed[method]
 }
 
 // Batches lists the sizes of the batches received, in order.

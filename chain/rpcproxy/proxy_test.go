@@ -119,6 +119,7 @@ func TestBatchLimitStyles(t *testing.T) {
 	}
 	require.Equal(t, []int{4, 4, 5, 3}, b.proxy.Batches())
 	require.Equal(t, 16, b.proxy.Calls("eth_getBlockByNumber"))
+	require.Equal(t, 6, b.proxy.Relayed("eth_getBlockByNumber"), "the truncated batch's first 3 and the last batch")
 	require.Equal(t, 3, b.proxy.Refused(rpcproxy.RefusedBatch))
 }
 
