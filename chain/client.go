@@ -55,8 +55,10 @@ type ClientOptions struct {
 type Client struct {
 	opts ClientOptions
 	log  *slog.Logger
-	// http carries every HTTP URL's calls (see keepAlive).
-	http *http.Client
+	// http carries every HTTP URL's calls (see keepAlive), through
+	// throttle, which honours the nodes' Retry-After.
+	http     *http.Client
+	throttle *retryAfter
 
 	mu sync.Mutex
 	// conns are by URL; nil is a WebSocket URL not connected yet (it did
@@ -97,7 +99,8 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{opts: opts, log: opts.Logger, conns: make([]*rpc.Client, len(opts.URLs)), preferred: -1,
-		http: &http.Client{Transport: keepAlive()}}
+		throttle: &retryAfter{next: keepAlive(), until: map[string]time.Time{}}}
+	c.http = &http.Client{Transport: c.throttle}
 	for i, u := range opts.URLs {
 		dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		rc, err := rpc.DialOptions(dctx, u, rpc.WithHTTPClient(c.http))
@@ -206,6 +209,9 @@ func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn fu
 		c.mu.Lock()
 		i := c.preferred
 		c.mu.Unlock()
+		if err := c.waitRetryAfter(ctx, i); err != nil {
+			return err
+		}
 		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 		rc, err := c.conn(actx, i)
 		if err == nil {

@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -103,4 +104,19 @@ func FuzzParseRangeHint(f *testing.F) {
 			require.Less(t, r.next(), uint64(1000), "%+v", h)
 		}
 	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{"2": 2 * time.Second, "0": 0, "86400": maxRetryAfter,
+		"Tue, 01 Dec 2026 12:00:30 GMT": 30 * time.Second, "Tue, 01 Dec 2026 11:00:00 GMT": 0} {
+		got, ok := parseRetryAfter(v, now)
+		require.True(t, ok, v)
+		require.Equal(t, want, got, v)
+	}
+	for _, v := range []string{"", "-1", "soon", "99999999999999999999"} {
+		_, ok := parseRetryAfter(v, now)
+		require.False(t, ok, v)
+	}
 }
