@@ -207,18 +207,3 @@ func (t EventTrigger) phases() ([]Phase, error) {
 // TaskName is the ingestion task (lease and cursor name) of a workflow's
 // chain trigger of kind event, block or read.
 func TaskName(kind, workflow string) string { return kind + "/" + workflow }
-
-// Tasks lists the cursor tasks of every trigger of t.
-func (c Triggers) Tasks() []string {
-	var out []string
-	for _, t := range c.Events {
-		out = append(out, TaskName("event", t.Workflow))
-	}
-	for _, t := range c.Blocks {
-		out = append(out, TaskName("block", t.Workflow))
-	}
-	for _, t := range c.Reads {
-		out = append(out, TaskName("read", t.Workflow))
-	}
-	return out
-}

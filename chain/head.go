@@ -58,6 +58,9 @@ func (s *Service) pollHead(ctx context.Context, n *netState, lease store.Lease) 
 		if err != nil {
 			return err
 		}
+		if err := s.recordHead(ctx, n, lease, h); err != nil {
+			return err
+		}
 		wh, ok, err := store.WindowHead(ctx, s.pool, chainID)
 		if err != nil {
 			return err

@@ -2,50 +2,13 @@ package chain
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 )
-
-// CheckNetworks asks every RPC URL of every network for its chain id, once
-// each. A node that answers with another chain id than rflow.yaml's
-// chain_id is a configuration error that no retry heals (and a failover to
-// it would read another chain into the window): CheckNetworks returns it,
-// naming the network, both chain ids and what to change; `rflow start`
-// then exits 1. A URL that does not answer is not a configuration error
-// (the node may come back): it is logged, and ingestion keeps retrying.
-func (s *Service) CheckNetworks(ctx context.Context) error {
-	names := make([]string, 0, len(s.nets))
-	for name := range s.nets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var errs []error
-	for _, name := range names {
-		n := s.nets[name]
-		for i, u := range n.cfg.RPC {
-			id, err := n.client.chainIDAt(ctx, i)
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case err != nil:
-				s.log.Warn("RPC URL does not answer at start; ingestion retries it", "network", name,
-					"url", redact.URL(u), "err", redact.Error(err))
-			case id != n.cfg.ChainID:
-				errs = append(errs, fmt.Errorf("network %s: rflow.yaml says chain_id %d, but the node at %s reports chain id %d: "+
-					"set chain_id: %d for network %s, or point its rpc at a node of chain %d",
-					name, n.cfg.ChainID, redact.URL(u), id, id, name, n.cfg.ChainID))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // chainIDAt asks URL i (and only it) for its chain id, in one attempt.
 func (c *Client) chainIDAt(ctx context.Context, i int) (int64, error) {

@@ -38,6 +38,8 @@ type Service struct {
 type netState struct {
 	cfg    Network
 	client *Client
+	// recorded is the head tracker's last recorded node answer.
+	recorded headRecord
 
 	mu      sync.Mutex
 	changed chan struct{}

@@ -162,3 +162,18 @@ func TestCleanupDeletesEndedGuardWindows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"legacy", "long"}, left, "a live window and one of unknown length stay")
 }
+
+// The defaults keep up with 1,000 new command keys a second: one cycle of
+// the minute-long interval deletes a minute's worth (60,000) of expired keys.
+func TestLedgerCleanupDefaultsKeepUpWithAThousandKeysASecond(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	seedLedger(t, pool, 60_000, 0)
+	w, err := jobs.NewLedgerCleanupWorker(jobs.LedgerCleanupConfig{Pool: pool})
+	require.NoError(t, err)
+	c, err := w.Cycle(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, int64(60_000), c.Deleted)
+	require.Zero(t, countLedger(t, pool))
+	require.LessOrEqual(t, jobs.DefaultLedgerCleanupInterval, time.Minute)
+}

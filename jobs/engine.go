@@ -211,14 +211,20 @@ func NewEngine(cfg Config) (*Engine, error) {
 		periodic = append(periodic, r.PeriodicJobs(time.Minute)...)
 		e.relayer = r
 	}
-	lc := cfg.LedgerCleanup
+	lc, every := cfg.LedgerCleanup, cfg.LedgerCleanupInterval
+	if cfg.Project != nil {
+		// The project's idempotency.cleanup, where the caller set nothing.
+		c := cfg.Project.Idempotency.Cleanup
+		lc.BatchSize, lc.MaxBatches = cmp.Or(lc.BatchSize, c.Batch), cmp.Or(lc.MaxBatches, c.MaxBatches)
+		every = cmp.Or(every, c.Every)
+	}
 	lc.Pool, lc.Logger = cfg.Pool, e.logger
 	cleanup, err := NewLedgerCleanupWorker(lc)
 	if err != nil {
 		return nil, err
 	}
 	river.AddWorker(workers, cleanup)
-	periodic = append(periodic, NewLedgerCleanupPeriodicJob(cfg.LedgerCleanupInterval))
+	periodic = append(periodic, NewLedgerCleanupPeriodicJob(every))
 	if e.rehearsal != nil {
 		// The live processes' maintenance; a rehearsal enqueues none of it
 		// (a leading rehearsal would put it in its own queue).

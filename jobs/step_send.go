@@ -74,7 +74,7 @@ func (e *Engine) budgetSpend(x *attempt, req relayer.Request) (*budgets.Spend, e
 	if err != nil {
 		return nil, fmt.Errorf("send: %w", err)
 	}
-	return &budgets.Spend{Workflow: x.run.Workflow, Budget: *b, ExternalID: req.ExternalID, Amount: amt,
+	return &budgets.Spend{Workflow: budgetOwner(x.run.Workflow), Budget: *b, ExternalID: req.ExternalID, Amount: amt,
 		RunID: x.run.ID, StepKey: x.step.Key, Attempt: x.step.Attempt}, nil
 }
 
@@ -246,4 +246,15 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 	}
 	e.observeSend(step, o)
 	return nil
+}
+
+// budgetOwner is the workflow whose budgets a run's sends count against:
+// its own, and for a replay's run the live workflow it rehearses. A replay
+// that sends moves real money, so it takes from the same caps and windows
+// as the live runs; a budget of its own would let it spend them again.
+func budgetOwner(workflow string) string {
+	if r, ok := store.ParseRehearsal(workflow); ok && r.Kind == store.RehearsalReplay {
+		return r.Workflow
+	}
+	return workflow
 }

@@ -24,14 +24,19 @@ import (
 func (e *Engine) ChainConfig() chain.Config {
 	p := e.project
 	src := &triggerSource{e: e}
-	cfg := chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e}
+	return chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e, Networks: ChainNetworks(p)}
+}
+
+// ChainNetworks maps the project's networks to the chain package's.
+func ChainNetworks(p *workflow.Project) []chain.Network {
+	var out []chain.Network
 	for _, n := range p.Networks {
-		cfg.Networks = append(cfg.Networks, chain.Network{
+		out = append(out, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
 			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange,
 		})
 	}
-	return cfg
+	return out
 }
 
 // triggerSource builds the chain triggers of the deployed generations. It

@@ -119,6 +119,8 @@ type dbCollector struct {
 	ttl    time.Duration
 
 	runs, dlq, jobs, txs, gaps, lagBlocks, lagSeconds, up *prometheus.Desc
+	waitLagBlocks, waitLagSeconds                         *prometheus.Desc
+	headAge, headBlock, nodeHead, pollAge, blockTime      *prometheus.Desc
 
 	mu    sync.Mutex
 	taken time.Time
@@ -138,14 +140,24 @@ func newDBCollector(cfg Config) *dbCollector {
 	c.jobs = prometheus.NewDesc("rflow_river_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil)
 	c.txs = prometheus.NewDesc("rflow_relayer_transactions", "Relayer transactions in flight, by wallet, chain id and status.", []string{"wallet", "chain_id", "status"}, nil)
 	c.gaps = prometheus.NewDesc("rflow_relayer_nonce_gaps", "Nonces below the highest in flight that no live or confirmed transaction holds, by address and chain id.", []string{"address", "chain_id"}, nil)
-	c.lagBlocks = prometheus.NewDesc("rflow_trigger_lag_blocks", "Blocks between a chain trigger's cursor and its network's head, by workflow, trigger kind and phase.", []string{"workflow", "trigger", "phase", "chain_id"}, nil)
+	c.lagBlocks = prometheus.NewDesc("rflow_trigger_lag_blocks", "Blocks between a chain trigger's cursor and its network's head (the newest block the window or the node knows), by workflow, trigger kind and phase.", []string{"workflow", "trigger", "phase", "chain_id"}, nil)
 	c.lagSeconds = prometheus.NewDesc("rflow_trigger_lag_seconds", "How long the oldest block a chain trigger has not claimed has been seen (0 at the head).", []string{"workflow", "trigger", "phase", "chain_id"}, nil)
+	wait := []string{"chain_id", "address", "topic"}
+	c.waitLagBlocks = prometheus.NewDesc("rflow_wait_feed_lag_blocks", "Blocks between a wait_for feed's cursor and its network's head (the newest block the window or the node knows), by chain id, contract address (any) and event topic.", wait, nil)
+	c.waitLagSeconds = prometheus.NewDesc("rflow_wait_feed_lag_seconds", "How long the oldest block a wait_for feed has not read has been seen (0 at the head).", wait, nil)
+	net := []string{"network", "chain_id"}
+	c.headAge = prometheus.NewDesc("rflow_chain_head_age_seconds", "Time since rflow's window of the network last gained a block: grows when the node stops answering, stops advancing, or the head tracker falls behind it.", net, nil)
+	c.headBlock = prometheus.NewDesc("rflow_chain_head_block", "The newest block of the network's window.", net, nil)
+	c.nodeHead = prometheus.NewDesc("rflow_chain_node_head_block", "The newest block the network's node reported at the head tracker's last answered poll.", net, nil)
+	c.pollAge = prometheus.NewDesc("rflow_chain_head_poll_age_seconds", "Time since the network's node last answered the head tracker's poll.", net, nil)
+	c.blockTime = prometheus.NewDesc("rflow_chain_block_time_seconds", "The network's observed time per block (a moving average of its block timestamps).", net, nil)
 	c.up = prometheus.NewDesc("rflow_database_up", "1 when the last metrics snapshot could be read from the database, else 0.", nil, nil)
 	return c
 }
 
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.runs, c.dlq, c.jobs, c.txs, c.gaps, c.lagBlocks, c.lagSeconds, c.up} {
+	for _, d := range []*prometheus.Desc{c.runs, c.dlq, c.jobs, c.txs, c.gaps, c.lagBlocks, c.lagSeconds, c.up,
+		c.waitLagBlocks, c.waitLagSeconds, c.headAge, c.headBlock, c.nodeHead, c.pollAge, c.blockTime} {
 		ch <- d
 	}
 }
@@ -187,14 +199,51 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.gaps, prometheus.GaugeValue, float64(n.Gaps), n.Address, itoa(n.ChainID))
 	}
 	for _, l := range g.Cursors {
-		kind, workflow, ok := strings.Cut(l.Task, "/")
-		if !ok {
+		c.collectCursor(ch, l)
+	}
+	for _, h := range g.Heads {
+		if h.Holder == "" {
+			// Released: no trigger reads the network any more (or every
+			// process stopped cleanly). An expired lease keeps its owner:
+			// a dead tracker still shows.
 			continue
 		}
-		labels := []string{workflow, kind, l.Phase, itoa(l.ChainID)}
-		ch <- prometheus.MustNewConstMetric(c.lagBlocks, prometheus.GaugeValue, float64(max(l.Head-l.Block, 0)), labels...)
-		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, l.Behind.Seconds(), labels...)
+		labels := []string{h.Network, itoa(h.ChainID)}
+		if h.Window >= 0 {
+			ch <- prometheus.MustNewConstMetric(c.headAge, prometheus.GaugeValue, h.WindowAge.Seconds(), labels...)
+			ch <- prometheus.MustNewConstMetric(c.headBlock, prometheus.GaugeValue, float64(h.Window), labels...)
+		}
+		if h.Polled {
+			ch <- prometheus.MustNewConstMetric(c.nodeHead, prometheus.GaugeValue, float64(h.NodeHead), labels...)
+			ch <- prometheus.MustNewConstMetric(c.pollAge, prometheus.GaugeValue, h.PollAge.Seconds(), labels...)
+		}
+		if h.BlockTime > 0 {
+			ch <- prometheus.MustNewConstMetric(c.blockTime, prometheus.GaugeValue, h.BlockTime.Seconds(), labels...)
+		}
 	}
+}
+
+// collectCursor reports one cursor's lag: a wait feed's
+// (wait/<chain id>/<address|any>/<topic>) under its own series, a
+// trigger's (<kind>/<workflow>) under the trigger series.
+func (c *dbCollector) collectCursor(ch chan<- prometheus.Metric, l store.CursorLag) {
+	kind, rest, ok := strings.Cut(l.Task, "/")
+	if !ok {
+		return
+	}
+	blocks, behind := float64(max(l.Head-l.Block, 0)), l.Behind.Seconds()
+	if kind == "wait" {
+		parts := strings.SplitN(rest, "/", 3)
+		if len(parts) != 3 {
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(c.waitLagBlocks, prometheus.GaugeValue, blocks, parts...)
+		ch <- prometheus.MustNewConstMetric(c.waitLagSeconds, prometheus.GaugeValue, behind, parts...)
+		return
+	}
+	labels := []string{rest, kind, l.Phase, itoa(l.ChainID)}
+	ch <- prometheus.MustNewConstMetric(c.lagBlocks, prometheus.GaugeValue, blocks, labels...)
+	ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, behind, labels...)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -53,11 +54,20 @@ const (
 type commandRequest struct {
 	// Key is the canonical Idempotency-Key (store.CanonicalIdempotencyKey).
 	Key string
-	// Hash identifies the request (method, path, exact body): the domain
-	// record of a command keeps it so a replay after the ledger expired can
-	// tell the same request from a key reused for another.
+	// Hash identifies the request (method, path, and the body as canonical
+	// JSON, see requestHash): the domain record of a command keeps it so a
+	// replay after the ledger expired can tell the same request from a key
+	// reused for another.
 	Hash string
-	Body []byte
+	// LegacyHash is the hash of the exact body, which records written
+	// before bodies were canonicalised hold.
+	LegacyHash string
+	Body       []byte
+}
+
+// same reports whether a recorded hash is this request's.
+func (c commandRequest) same(recorded string) bool {
+	return recorded == c.Hash || recorded == c.LegacyHash
 }
 
 // mutation performs a command's state change inside tx and returns the
@@ -120,9 +130,9 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 	}
 	defer release()
 
-	req := commandRequest{Key: key, Hash: requestHash(r, body), Body: body}
+	req := commandRequest{Key: key, Hash: requestHash(r, body), LegacyHash: exactRequestHash(r, body), Body: body}
 	entry, owned, err := store.ClaimIdempotencyKey(ctx, tx, store.LedgerClaim{
-		Scope: commandScope, Key: key, Spelling: raw, RequestHash: req.Hash, TTL: ttl,
+		Scope: commandScope, Key: key, Spelling: raw, RequestHash: req.Hash, LegacyHash: req.LegacyHash, TTL: ttl,
 	})
 	if errors.Is(err, store.ErrKeyReused) {
 		msg := fmt.Sprintf("Idempotency-Key %q was already used for a different request (method, path or body); "+
@@ -164,12 +174,42 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 	writeRaw(w, status, resp)
 }
 
-// requestHash identifies a command request: method, path and exact body.
+// requestHash identifies a command request: method, path and body. A JSON
+// body counts as its canonical form (object keys sorted, no insignificant
+// space, strings with one escaping, numbers as written), so a client that
+// re-serialises the same request with another key order or spacing gets
+// the recorded response, not a 409. A body that is not JSON (a YAML
+// definition) counts byte for byte.
 func requestHash(r *http.Request, body []byte) string {
+	if c, ok := canonicalJSON(body); ok {
+		body = c
+	}
+	return exactRequestHash(r, body)
+}
+
+// exactRequestHash is the hash of method, path and exact body.
+func exactRequestHash(r *http.Request, body []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", r.Method, r.URL.EscapedPath())
 	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// canonicalJSON re-encodes a JSON body canonically; ok false when it is not
+// one JSON value. Numbers stay json.Number, so no precision is lost (42 and
+// 42.0 stay two requests: they may mean different things to the command).
+func canonicalJSON(body []byte) ([]byte, bool) {
+	if !json.Valid(body) {
+		return nil, false
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	c, err := json.Marshal(v)
+	return c, err == nil
 }
 
 // fail answers with err: an *apiError as is, a missing row as 404, anything

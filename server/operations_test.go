@@ -274,14 +274,79 @@ func TestRiverUIOffWithoutToken(t *testing.T) {
 }
 
 // TestReadyzFailsOnStalledTrigger: /readyz answers 503 with the stuck
-// trigger when its cursor stood still for longer than ReadyStall while the
-// head moved, ignores cursors of tasks it was not given, and is ready again
-// once the cursor moves; /healthz stays 200 throughout.
+// cursors (a trigger's and a wait feed's) when a block arrived after they
+// last moved and waited for longer than ReadyStall, ignores cursors of tasks
+// it was not given, and is ready again once they move; /healthz stays 200
+// throughout.
 func TestReadyzFailsOnStalledTrigger(t *testing.T) {
+	t.Parallel()
+	const wait = "wait/1/any/0xtopic"
+	b := setup(t, func(c *server.Config) {
+		c.ReadyStall = time.Minute
+		c.Watch = func(context.Context) (server.ChainWatch, error) {
+			return server.ChainWatch{Tasks: []string{"event/keyed", wait}, Networks: []server.WatchedNetwork{{Name: "main", ChainID: 1}}}, nil
+		}
+	})
+	exec := func(sql string) {
+		t.Helper()
+		_, err := b.pool.Exec(b.ctx, sql)
+		require.NoError(t, err)
+	}
+	// Block n arrived 20-n minutes ago: a block a minute.
+	exec(`INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash, seen_at)
+		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(mins => 20 - n) FROM generate_series(10, 20) n`)
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
+		('event/removed', 'head', 1, 10, now() - interval '1 hour')`)
+	r := b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusOK, r.status, "a task this project does not run is not watched: %s", r.body)
+
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
+		('event/keyed', 'head', 1, 12, now() - interval '15 minutes'),
+		('` + wait + `', 'head', 1, 20, now() - interval '30 seconds')`)
+	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	require.Equal(t, "trigger_stalled", r.errorCode(t))
+	details := r.json(t)["error"].(map[string]any)["details"].(map[string]any)
+	stalled := details["stalled"].([]any)
+	require.Len(t, stalled, 1, "the wait feed is at the head: %s", r.body)
+	got := stalled[0].(map[string]any)
+	require.Equal(t, "event/keyed", got["trigger"])
+	require.Equal(t, "event/keyed", got["task"])
+	require.Equal(t, "main", got["network"])
+	require.Equal(t, float64(12), got["block"])
+	require.Equal(t, float64(20), got["head"])
+	require.Equal(t, "7m0s", got["stalled_for"], "block 13 has waited 7 minutes")
+	require.Empty(t, details["heads"], "the head moves")
+	require.Contains(t, r.json(t)["error"].(map[string]any)["message"], "event/keyed (head) on network main is at block 12, the head at 20, stalled for 7m0s")
+	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, nil).status, "liveness only")
+
+	// The wait feed falls behind too: a block arrived 5 minutes after it
+	// last moved.
+	exec(`UPDATE indexer.cursors SET block = 14, updated_at = now() - interval '10 minutes' WHERE task = '` + wait + `'`)
+	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+	stalled = r.json(t)["error"].(map[string]any)["details"].(map[string]any)["stalled"].([]any)
+	require.Len(t, stalled, 2, "%s", r.body)
+	require.Equal(t, wait, stalled[1].(map[string]any)["task"])
+
+	exec(`UPDATE indexer.cursors SET block = 20, updated_at = now() WHERE task IN ('event/keyed', '` + wait + `')`)
+	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+}
+
+// TestReadyzFailsOnStalledHead: a watched network whose window has not
+// advanced for longer than ReadyStall fails readiness with head_stalled,
+// naming the network, how long, and why as far as the database knows:
+// the node never answered, it answers without advancing, the tracker
+// trails its node, or nobody holds the head lease. A slow chain's own
+// block time stretches the stall allowed.
+func TestReadyzFailsOnStalledHead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *server.Config) {
 		c.ReadyStall = time.Minute
-		c.Triggers = func(context.Context) ([]string, error) { return []string{"event/keyed"}, nil }
+		c.Watch = func(context.Context) (server.ChainWatch, error) {
+			return server.ChainWatch{Tasks: []string{"event/keyed"}, Networks: []server.WatchedNetwork{{Name: "main", ChainID: 1}}}, nil
+		}
 	})
 	exec := func(sql string) {
 		t.Helper()
@@ -289,25 +354,48 @@ func TestReadyzFailsOnStalledTrigger(t *testing.T) {
 		require.NoError(t, err)
 	}
 	exec(`INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash, seen_at)
-		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(secs => 20 - n) FROM generate_series(10, 20) n`)
-	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
-		('event/removed', 'head', 1, 10, now() - interval '1 hour')`)
+		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(mins => 25 - n) FROM generate_series(10, 20) n`)
+	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES ('event/keyed', 'head', 1, 20, now() - interval '5 minutes')`)
+	head := func(cause string) map[string]any {
+		t.Helper()
+		r := b.do(t, http.MethodGet, "/readyz", nil, nil)
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
+		require.Equal(t, "head_stalled", r.errorCode(t))
+		e := r.json(t)["error"].(map[string]any)
+		heads := e["details"].(map[string]any)["heads"].([]any)
+		require.Len(t, heads, 1)
+		h := heads[0].(map[string]any)
+		require.Equal(t, "head/1", h["task"])
+		require.Equal(t, "main", h["network"])
+		require.Equal(t, "5m0s", h["stalled_for"])
+		require.Equal(t, cause, h["cause"], "%s", r.body)
+		require.Contains(t, e["message"], "network main (chain 1): no new block for 5m0s")
+		require.Empty(t, e["details"].(map[string]any)["stalled"], "the trigger is at the head it knows")
+		return h
+	}
+	head("node_unreachable")
+
+	exec(`INSERT INTO rflow.leases (name, owner, token, expires_at) VALUES ('p/head/1', 'proc-a', 1, now() + interval '1 minute')`)
+	exec(`INSERT INTO indexer.heads (chain_id, network, lease, lease_token, node_head, node_head_time, polled_at)
+		VALUES (1, 'main', 'p/head/1', 1, 20, now() - interval '5 minutes', now())`)
+	h := head("node_not_advancing")
+	require.Equal(t, "proc-a", h["holder"])
+	require.Equal(t, true, h["lease_live"])
+
+	exec(`UPDATE indexer.heads SET node_head = 30`)
+	h = head("tracker_behind")
+	require.Equal(t, float64(30), h["node_head"])
+	require.Equal(t, float64(20), h["head"])
+
+	exec(`UPDATE indexer.heads SET polled_at = now() - interval '3 minutes'`)
+	head("node_unreachable")
+
+	exec(`UPDATE rflow.leases SET expires_at = now() - interval '1 second'`)
+	head("not_running")
+
+	// Blocks every 2 minutes: 5 minutes without one is within three block
+	// times.
+	exec(`UPDATE indexer.heads SET block_time = 120`)
 	r := b.do(t, http.MethodGet, "/readyz", nil, nil)
-	require.Equal(t, http.StatusOK, r.status, "a task this project does not run is not watched: %s", r.body)
-
-	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
-		('event/keyed', 'head', 1, 12, now() - interval '5 minutes')`)
-	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
-	require.Equal(t, http.StatusServiceUnavailable, r.status, "%s", r.body)
-	require.Equal(t, "trigger_stalled", r.errorCode(t))
-	stalled := r.json(t)["error"].(map[string]any)["details"].(map[string]any)["stalled"].([]any)
-	require.Len(t, stalled, 1)
-	require.Equal(t, "event/keyed", stalled[0].(map[string]any)["trigger"])
-	require.Equal(t, float64(12), stalled[0].(map[string]any)["block"])
-	require.Equal(t, float64(20), stalled[0].(map[string]any)["head"])
-	require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/healthz", nil, nil).status, "liveness only")
-
-	exec(`UPDATE indexer.cursors SET block = 20, updated_at = now() WHERE task = 'event/keyed'`)
-	r = b.do(t, http.MethodGet, "/readyz", nil, nil)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 }

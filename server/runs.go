@@ -216,7 +216,7 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		prev, err := store.RetryByCommand(ctx, tx, id, cmd.Key)
 		switch {
-		case err == nil && prev.RequestHash == cmd.Hash:
+		case err == nil && cmd.same(prev.RequestHash):
 			run, err := store.GetRun(ctx, tx, id, false)
 			if err != nil {
 				return 0, nil, err

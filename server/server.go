@@ -88,13 +88,12 @@ type Config struct {
 	// exposes counts under project names, never run data (see
 	// docs/operations.md).
 	Metrics http.Handler
-	// ReadyStall makes /readyz fail when a chain trigger's cursor has not
-	// moved for this long while its network's head moved; zero checks only
-	// the database. Triggers lists the cursor tasks to watch
-	// ("event/<workflow>", "block/<workflow>", "read/<workflow>"): the
-	// chain triggers currently deployed.
+	// ReadyStall makes /readyz fail when a watched network's head has not
+	// advanced for this long, or a watched cursor left a new block
+	// unclaimed this long; zero checks only the database. Watch lists what
+	// to watch: the chain triggers and wait feeds currently deployed.
 	ReadyStall time.Duration
-	Triggers   func(context.Context) ([]string, error)
+	Watch      func(context.Context) (ChainWatch, error)
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -109,9 +108,11 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 	riverUI   *riverui.Handler
-	// readyStall and triggers configure /readyz's stuck-trigger check.
+	// readyStall and watch configure /readyz's chain checks; started is
+	// when this process began, for a network that never recorded a block.
 	readyStall time.Duration
-	triggers   func(context.Context) ([]string, error)
+	watch      func(context.Context) (ChainWatch, error)
+	started    time.Time
 	// txSlots bounds the transactions handlers hold at once to half the
 	// pool. Requests with one idempotency key queue on the ledger row while
 	// holding a connection; without the bound they could take every
@@ -131,7 +132,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
-		readyStall: cfg.ReadyStall, triggers: cfg.Triggers,
+		readyStall: cfg.ReadyStall, watch: cfg.Watch, started: time.Now(),
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)

@@ -30,7 +30,7 @@ func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
 		// key with another definition is still a conflict.
 		prev, err := store.DeployByCommand(ctx, tx, name, cmd.Key)
 		switch {
-		case err == nil && prev.RequestHash == cmd.Hash:
+		case err == nil && cmd.same(prev.RequestHash):
 			return http.StatusOK, prev.Deployed, nil
 		case err == nil:
 			return 0, nil, &apiError{status: http.StatusConflict, code: "idempotency_key_reused",

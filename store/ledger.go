@@ -46,6 +46,10 @@ type LedgerClaim struct {
 	// RequestHash identifies the request the key was first used for; a
 	// later request with the same key and another hash is refused.
 	RequestHash string
+	// LegacyHash, when set, is the same request's hash as an older
+	// version of rflow computed it: a live entry recorded with it is the
+	// same request, so an upgrade never turns a retry into a 409.
+	LegacyHash string
 	// TTL is how long the recorded response stays replayable.
 	TTL time.Duration
 }
@@ -138,7 +142,7 @@ func liveEntry(ctx context.Context, tx pgx.Tx, scope, key string) (*LedgerEntry,
 
 // matchRequest is nil when the recorded entry e is for the request of c.
 func matchRequest(e *LedgerEntry, c LedgerClaim) error {
-	if e.RequestHash != c.RequestHash {
+	if e.RequestHash != c.RequestHash && (c.LegacyHash == "" || e.RequestHash != c.LegacyHash) {
 		return fmt.Errorf("idempotency key %s/%s: %w", c.Scope, e.Key, ErrKeyReused)
 	}
 	return nil

@@ -31,8 +31,11 @@ type Gauges struct {
 	// the highest one in flight no live or confirmed transaction holds:
 	// holes that stall every send above them until they are filled.
 	NonceGaps []NonceGap
-	// Cursors is every trigger cursor with its network's head.
+	// Cursors is every cursor (triggers and wait feeds) with its
+	// network's head.
 	Cursors []CursorLag
+	// Heads is every network's head progress.
+	Heads []HeadProgress
 }
 
 // LabeledCount is a count under its labels, in the order the query names.
@@ -48,21 +51,30 @@ type NonceGap struct {
 	Gaps    int64
 }
 
-// CursorLag is how far one trigger cursor (task, phase) is behind the head
-// of its network's block window.
+// CursorLag is how far one cursor (task, phase) is behind the head of its
+// network: a trigger's or a wait feed's.
 type CursorLag struct {
-	Task    string // "event/<workflow>", "block/<workflow>", "read/<workflow>"
-	Phase   string // head, confirmed, block
+	Task    string // "event/<workflow>", "block/…", "read/…", "wait/<chain id>/<address|any>/<topic>"
+	Phase   string // head, confirmed, block, tick
 	ChainID int64
 	Block   int64 // the last block fully claimed
-	Head    int64 // the newest block of the window (Block when it is empty)
+	// Head is the newest block known: the window's head, or the node's last
+	// reported head when the window trails it (a head tracker behind its
+	// node); Block when neither is known.
+	Head int64
 	// Behind is how long the oldest unclaimed block has been seen: zero
 	// when the cursor is at the head. A cursor so far behind that its next
 	// block left the window counts from its own last move.
 	Behind time.Duration
-	// Updated is when the cursor last moved; HeadSeen when the head block
-	// was seen.
-	Updated, HeadSeen time.Time
+	// Updated is when the cursor last moved.
+	Updated time.Time
+	// Waiting is how long ago the first block that arrived after the
+	// cursor last moved was seen (zero when none has): a healthy cursor
+	// moves soon after every new block, whatever its depth.
+	Waiting time.Duration
+	// Holder owns the task's lease and LeaseLive says whether it is live.
+	Holder    string
+	LeaseLive bool
 }
 
 // ReadGauges runs the metrics queries in one read-only transaction, so
@@ -125,6 +137,9 @@ func ReadGauges(ctx context.Context, pool interface {
 	if g.Cursors, err = CursorLags(ctx, tx); err != nil {
 		return nil, err
 	}
+	if g.Heads, err = HeadProgresses(ctx, tx); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -165,29 +180,41 @@ func nonceGaps(ctx context.Context, tx pgx.Tx) ([]NonceGap, error) {
 	return out, nil
 }
 
-// CursorLags returns every trigger cursor with its network's head: one
-// primary-key probe of indexer.blocks per cursor for the head and one for
-// the block after the cursor.
+// CursorLags returns every cursor with its network's head: primary-key
+// probes of indexer.blocks per cursor (the head, the block after the
+// cursor, the window blocks above it) and of rflow.leases for its holder.
+// Lease names carry the project's prefix (<project>/<task>); a cursor's
+// lease is the one whose name ends in /<task> (or is <task>) under the
+// token that last moved it.
 func CursorLags(ctx context.Context, db DBTX) ([]CursorLag, error) {
 	rows, err := db.Query(ctx, `
 		SELECT c.task, c.phase, c.chain_id, c.block, c.updated_at,
-		       coalesce(h.number, c.block), coalesce(h.seen_at, c.updated_at),
+		       greatest(coalesce(h.number, c.block), coalesce(nh.node_head, c.block)),
 		       CASE WHEN h.number IS NULL OR h.number <= c.block THEN 0
 		            ELSE extract(epoch FROM now() - coalesce(nb.seen_at, c.updated_at))::float8
-		       END
+		       END,
+		       coalesce(extract(epoch FROM now() - (
+		           SELECT min(b.seen_at) FROM indexer.blocks b
+		           WHERE b.chain_id = c.chain_id AND b.number > c.block AND b.seen_at > c.updated_at))::float8, 0),
+		       coalesce(l.owner, ''), coalesce(l.expires_at > now(), false)
 		FROM indexer.cursors c
 		LEFT JOIN LATERAL (SELECT b.number, b.seen_at FROM indexer.blocks b
 		                   WHERE b.chain_id = c.chain_id ORDER BY b.number DESC LIMIT 1) h ON true
 		LEFT JOIN indexer.blocks nb ON nb.chain_id = c.chain_id AND nb.number = c.block + 1
+		LEFT JOIN indexer.heads nh ON nh.chain_id = c.chain_id
+		LEFT JOIN LATERAL (SELECT x.owner, x.expires_at FROM rflow.leases x
+		                   WHERE (x.name = c.task OR right(x.name, length(c.task) + 1) = '/' || c.task)
+		                   ORDER BY x.token = c.lease_token DESC, x.expires_at DESC LIMIT 1) l ON true
 		ORDER BY c.task, c.phase`)
 	if err != nil {
 		return nil, fmt.Errorf("cursor lags: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (CursorLag, error) {
 		var c CursorLag
-		var behind float64
-		err := row.Scan(&c.Task, &c.Phase, &c.ChainID, &c.Block, &c.Updated, &c.Head, &c.HeadSeen, &behind)
-		c.Behind = time.Duration(behind * float64(time.Second))
+		var behind, waiting float64
+		err := row.Scan(&c.Task, &c.Phase, &c.ChainID, &c.Block, &c.Updated, &c.Head, &behind, &waiting,
+			&c.Holder, &c.LeaseLive)
+		c.Behind, c.Waiting = seconds(behind), seconds(waiting)
 		return c, err
 	})
 	if err != nil {
@@ -196,8 +223,10 @@ func CursorLags(ctx context.Context, db DBTX) ([]CursorLag, error) {
 	return out, nil
 }
 
-// Stalled reports whether the cursor has not moved for longer than stall
-// while its network's head moved on past it: the trigger is stuck.
+// Stalled reports whether a block arrived after the cursor last moved and
+// has waited longer than stall without the cursor moving: the task is
+// stuck (failing, or not running). An idle chain, or a cursor waiting for
+// its confirmations on one, is not: no block arrived since it moved.
 func (c CursorLag) Stalled(stall time.Duration) bool {
-	return c.Head > c.Block && c.HeadSeen.Sub(c.Updated) > stall
+	return c.Head > c.Block && c.Waiting > stall
 }

@@ -40,10 +40,21 @@ func TestGaugesNonceGapsAndLag(t *testing.T) {
 	tx(6, "0xbb", 1, "failed") // nothing in flight above it: no stall
 
 	exec(`INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash, seen_at)
-		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(secs => 100 - n) FROM generate_series(90, 100) n`)
+		SELECT 1, n, 'h' || n, 'h' || (n - 1), now() - make_interval(mins => 100 - n) FROM generate_series(90, 100) n`)
+	// behind stood still while blocks 96..100 arrived over 4 minutes;
+	// current is at the head; deep waits for its confirmations and moved
+	// after the last block; woke had nothing to do for 10 minutes (an idle
+	// chain) and block 100 arrived just now.
 	exec(`INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES
 		('event/behind', 'head', 1, 95, now() - interval '10 minutes'),
-		('event/current', 'head', 1, 100, now() - interval '10 minutes')`)
+		('event/current', 'head', 1, 100, now() - interval '10 minutes'),
+		('event/deep', 'confirmed', 1, 97, now() - interval '10 seconds'),
+		('event/woke', 'head', 1, 99, now() - interval '10 minutes')`)
+	// The node already reports block 103 while the window trails it.
+	exec(`INSERT INTO rflow.leases (name, owner, token, expires_at) VALUES ('proj/head/1', 'p1', 3, now() + interval '1 minute'),
+		('proj/event/behind', 'p2', 7, now() + interval '1 minute')`)
+	exec(`INSERT INTO indexer.heads (chain_id, network, lease, lease_token, node_head, node_head_time, polled_at)
+		VALUES (1, 'main', 'proj/head/1', 3, 103, now(), now())`)
 
 	// A rehearsal's runs are no live workflow's: they would add a label
 	// per session to rflow_runs.
@@ -83,12 +94,31 @@ func TestGaugesNonceGapsAndLag(t *testing.T) {
 		lags[c.Task] = c
 	}
 	behind := lags["event/behind"]
-	require.Equal(t, int64(100), behind.Head)
+	require.Equal(t, int64(103), behind.Head, "the node's head counts when the window trails it")
 	require.Equal(t, int64(95), behind.Block)
-	require.InDelta(t, 4*time.Second, behind.Behind, float64(2*time.Second), "block 96 was seen 4s ago")
+	require.InDelta(t, 4*time.Minute, behind.Behind, float64(5*time.Second), "block 96 was seen 4m ago")
+	require.InDelta(t, 4*time.Minute, behind.Waiting, float64(5*time.Second))
 	require.True(t, behind.Stalled(time.Minute), "the head moved for minutes while it stood still")
 	require.False(t, behind.Stalled(time.Hour))
+	require.Equal(t, "p2", behind.Holder, "the holder of proj/event/behind")
+	require.True(t, behind.LeaseLive)
 	current := lags["event/current"]
 	require.Zero(t, current.Behind)
+	require.Empty(t, current.Holder)
 	require.False(t, current.Stalled(time.Minute), "at the head: an idle chain is not a stuck trigger")
+	require.False(t, lags["event/deep"].Stalled(time.Minute), "a cursor waiting for confirmations on a quiet chain")
+	require.False(t, lags["event/woke"].Stalled(time.Minute), "a block that arrived just now after an idle spell")
+
+	heads, err := store.HeadProgresses(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, heads, 1)
+	h := heads[0]
+	require.Equal(t, "main", h.Network)
+	require.Equal(t, int64(100), h.Window)
+	require.Equal(t, int64(103), h.NodeHead)
+	require.Equal(t, int64(103), h.Head())
+	require.Less(t, h.WindowAge, 5*time.Second, "block 100 was seen just now")
+	require.True(t, h.Polled)
+	require.Equal(t, "p1", h.Holder)
+	require.True(t, h.LeaseLive)
 }

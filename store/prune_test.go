@@ -224,7 +224,7 @@ func TestOperatorViews(t *testing.T) {
 	_, err = f.pool.Exec(ctx, `
 		INSERT INTO indexer.blocks (chain_id, number, hash, parent_hash) VALUES (1, 100, 'h100', 'h99'), (1, 120, 'h120', 'h119');
 		INSERT INTO indexer.cursors (task, phase, chain_id, block, updated_at) VALUES ('event/a', 'confirmed', 1, 95, now() - interval '2 minutes');
-		INSERT INTO rflow.leases (name, owner, token, expires_at) VALUES ('event/a', 'node-1', 3, now() + interval '30 seconds')`)
+		INSERT INTO rflow.leases (name, owner, token, expires_at) VALUES ('proj/event/a', 'node-1', 3, now() + interval '30 seconds')`)
 	require.NoError(t, err)
 	var behind int64
 	var since time.Duration

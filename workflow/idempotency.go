@@ -26,6 +26,17 @@ const (
 type Idempotency struct {
 	ClientRetention        time.Duration
 	DeterministicRetention time.Duration
+	// Cleanup bounds the cleanup job's cycles; zero fields take the
+	// engine's defaults (jobs.DefaultLedgerCleanup*).
+	Cleanup LedgerCleanup
+}
+
+// LedgerCleanup is `idempotency.cleanup`: every Every, the cleanup job
+// deletes expired records in at most MaxBatches batches of Batch rows.
+type LedgerCleanup struct {
+	Batch      int
+	MaxBatches int
+	Every      time.Duration
 }
 
 // DefaultIdempotency is the retention of a project without an
@@ -71,12 +82,13 @@ func formatDays(d time.Duration) string {
 //	idempotency:
 //	  client_retention: 24h
 //	  deterministic_retention: 14d
+//	  cleanup: { batch: 5000, max_batches: 20, every: 1m }
 func (l *loader) idempotency(n *node) {
 	l.p.Idempotency = DefaultIdempotency()
 	if n == nil || n.isNull() {
 		return
 	}
-	m := l.fields(n, "idempotency", "client_retention", "deterministic_retention")
+	m := l.fields(n, "idempotency", "client_retention", "deterministic_retention", "cleanup")
 	if m == nil {
 		return
 	}
@@ -91,6 +103,39 @@ func (l *loader) idempotency(n *node) {
 				l.errorf(v.pos, "idempotency.%v", err)
 			} else {
 				l.p.Idempotency.DeterministicRetention = d
+			}
+		}
+	}
+	if v := m["cleanup"]; v != nil && !v.isNull() {
+		l.ledgerCleanup(v)
+	}
+}
+
+// ledgerCleanup reads `idempotency.cleanup`. A batch is one DELETE holding
+// its rows' locks, hence the cap; every is at least a second, or the job
+// would be its own load.
+func (l *loader) ledgerCleanup(n *node) {
+	m := l.fields(n, "idempotency.cleanup", "batch", "max_batches", "every")
+	if m == nil {
+		return
+	}
+	c := &l.p.Idempotency.Cleanup
+	if v := m["batch"]; v != nil && !v.isNull() {
+		if i, ok := l.integer(v, "idempotency.cleanup.batch", 1, 100_000); ok {
+			c.Batch = int(i)
+		}
+	}
+	if v := m["max_batches"]; v != nil && !v.isNull() {
+		if i, ok := l.integer(v, "idempotency.cleanup.max_batches", 1, 10_000); ok {
+			c.MaxBatches = int(i)
+		}
+	}
+	if v := m["every"]; v != nil && !v.isNull() {
+		if d, ok := l.duration(v, "idempotency.cleanup.every"); ok {
+			if d < time.Second {
+				l.errorf(v.pos, "idempotency.cleanup.every must be at least 1s, not %s", d)
+			} else {
+				c.Every = d
 			}
 		}
 	}

@@ -61,3 +61,24 @@ func TestCheckDeterministicRetention(t *testing.T) {
 	_, err = ParseRetention("-1h")
 	require.Error(t, err)
 }
+
+func TestIdempotencyCleanup(t *testing.T) {
+	t.Parallel()
+	p, _, err := loadIdempotency(t, "idempotency:\n  cleanup: { batch: 2000, max_batches: 50, every: 30s }\n")
+	require.NoError(t, err)
+	require.Equal(t, LedgerCleanup{Batch: 2000, MaxBatches: 50, Every: 30 * time.Second}, p.Idempotency.Cleanup)
+	require.Equal(t, 24*time.Hour, p.Idempotency.ClientRetention, "retention keeps its default")
+
+	for _, c := range []struct{ block, want string }{
+		{"idempotency:\n  cleanup: { batch: 0 }\n", ":3:21: idempotency.cleanup.batch must be between 1 and 100000, not 0"},
+		{"idempotency:\n  cleanup: { max_batches: lots }\n", ":3:27: idempotency.cleanup.max_batches must be an integer"},
+		{"idempotency:\n  cleanup: { every: 100ms }\n", ":3:21: idempotency.cleanup.every must be at least 1s"},
+		{"idempotency:\n  cleanup: { size: 10 }\n", ":3:14: unknown key \"size\" in idempotency.cleanup"},
+	} {
+		_, path, err := loadIdempotency(t, c.block)
+		var ds Diagnostics
+		require.True(t, errors.As(err, &ds), "%q: %v", c.block, err)
+		require.Len(t, ds, 1, "%s", ds.Error())
+		require.Contains(t, ds[0].String(), path+c.want)
+	}
+}

@@ -70,6 +70,14 @@ func TestStartStopsOnWrongChainID(t *testing.T) {
 	require.NotContains(t, out, "s3cret")
 	require.NotContains(t, out, "apikey123")
 	require.NotContains(t, out, "goroutine")
+	// The check runs before anything is deployed: the database holds no
+	// workflow, and the listing says so.
+	var deployed int
+	require.NoError(t, openPool(t, dbURL).QueryRow(context.Background(), `SELECT count(*) FROM rflow.workflows`).Scan(&deployed))
+	require.Zero(t, deployed, "a wrong chain_id deployed workflows; output:\n%s", out)
+	ls, stderr, code := rflowCmd(t, "--database-url", dbURL, "workflows", "ls", "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	require.JSONEq(t, `[]`, ls)
 
 	// The right chain id on a node that is down: it keeps running.
 	down := fmt.Sprintf("http://127.0.0.1:%d", freePortCLI(t))

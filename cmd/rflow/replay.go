@@ -26,15 +26,17 @@ func replayCommand() *cli.Command {
 		Description: "Runs W's current definition in the project file over the logs of blocks A..B under the\n" +
 			"namespaced name replay_<session>__W, with prefixed trigger keys, in a River queue only this\n" +
 			"process works: live processes never claim, execute or see its runs (`rflow runs list\n" +
-			"--workflow replay_<session>__W` does). The session id is printed first. --dry-run simulates\n" +
-			"every send instead of handing it to the relayer for broadcast. `rflow replay prune` deletes\n" +
-			"sessions. See docs/rehearsals.md.",
+			"--workflow replay_<session>__W` does). The session id is printed first. Its sends are simulated\n" +
+			"(as with --dry-run) unless --live-sends is given; live sends count against the workflow's live\n" +
+			"budgets, so a replay can never spend beyond them. `rflow replay prune` deletes sessions.\n" +
+			"See docs/rehearsals.md.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "workflow", Aliases: []string{"w"}, Usage: "the workflow to replay (an event-triggered workflow of the project file)"},
 			&cli.Int64Flag{Name: "from-block", Usage: "first block of the range"},
 			&cli.Int64Flag{Name: "to-block", Usage: "last block of the range (inclusive)"},
-			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send (recorded as status simulated); nothing is signed or broadcast"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send (recorded as status simulated); nothing is signed or broadcast (the default without --live-sends)"},
+			&cli.BoolFlag{Name: "live-sends", Usage: "sign and broadcast the replay's sends for real; they count against the workflow's live budgets (same caps, same windows)"},
 			&cli.BoolFlag{Name: "skip-http", Usage: "record http_call and notify steps as skipped instead of making the requests"},
 			&cli.StringFlag{Name: "session", Usage: "session id (default: a random one); lower-case letters, digits and -"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once"},
@@ -51,8 +53,10 @@ type replaySummary struct {
 	Rehearsal string `json:"rehearsal_workflow"`
 	FromBlock int64  `json:"from_block"`
 	ToBlock   int64  `json:"to_block"`
-	DryRun    bool   `json:"dry_run"`
-	SkipHTTP  bool   `json:"skip_http"`
+	// DryRun is true unless the replay was asked for --live-sends.
+	DryRun    bool `json:"dry_run"`
+	LiveSends bool `json:"live_sends"`
+	SkipHTTP  bool `json:"skip_http"`
 	chain.ReplayProgress
 	// Statuses counts the session's runs by status when the replay ended.
 	Statuses map[store.RunStatus]int64 `json:"statuses"`
@@ -81,6 +85,9 @@ func replay(c *cli.Context) error {
 	case c.Int64("from-block") < 0 || c.Int64("to-block") < c.Int64("from-block"):
 		return usagef("--from-block %d --to-block %d: want 0 <= from-block <= to-block", c.Int64("from-block"), c.Int64("to-block"))
 	}
+	if c.Bool("live-sends") && c.Bool("dry-run") {
+		return usagef("--live-sends and --dry-run exclude each other: --live-sends broadcasts the sends, --dry-run simulates them")
+	}
 	if err := checkWorkers(c); err != nil {
 		return err
 	}
@@ -108,13 +115,13 @@ func replay(c *cli.Context) error {
 	// stderr under -o json, which keeps stdout one document.
 	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: name}
 	sum := replaySummary{Session: session, Workflow: name, Rehearsal: r.Name(), FromBlock: c.Int64("from-block"),
-		ToBlock: c.Int64("to-block"), DryRun: c.Bool("dry-run"), SkipHTTP: c.Bool("skip-http")}
+		ToBlock: c.Int64("to-block"), DryRun: !c.Bool("live-sends"), LiveSends: c.Bool("live-sends"), SkipHTTP: c.Bool("skip-http")}
 	sessionOut := c.App.Writer
 	if c.String("output") == "json" {
 		sessionOut = c.App.ErrWriter
 	}
 	fmt.Fprintf(sessionOut, "replay session %s: %s as %s, blocks %d..%d%s\n", session, name, r.Name(), sum.FromBlock, sum.ToBlock,
-		map[bool]string{true: " (dry run)", false: ""}[sum.DryRun])
+		map[bool]string{true: " (dry run: sends are simulated; --live-sends broadcasts them)", false: " (live sends, counted against the live budgets)"}[sum.DryRun])
 	printWarnings(c, project)
 	// Warnings and errors only (unless --log-level): the progress is the
 	// replay's output.

@@ -479,6 +479,11 @@ func runCommand() *cli.Command {
 			}
 			if created {
 				fmt.Fprintf(c.App.Writer, "run %s queued (key %s)\n", id, key)
+				if !c.IsSet("key") {
+					// The key is the call's idempotency: a retry of an
+					// invocation whose answer was lost must reuse it.
+					fmt.Fprintf(c.App.Writer, "to repeat this call without starting a second run: rflow run %s --key %s\n", name, key)
+				}
 			} else {
 				fmt.Fprintf(c.App.Writer, "key %s already has run %s: nothing new started\n", key, id)
 			}

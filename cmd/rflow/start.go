@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +41,7 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
-			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, Usage: "how long in-flight steps get to finish on shutdown"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long in-flight steps and the relayer's batches get to reach their journal on shutdown; those still running then are cancelled and retried by another process"},
 			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
@@ -160,8 +161,8 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(e *jobs.Engine)
-	// readyStall is how long a chain trigger may make no progress while
-	// the head moves before /readyz fails (0: never).
+	// readyStall is how long a chain task (a network's head, a trigger, a
+	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
 	// observer, tracer and middleware instrument the engine (metrics and
 	// traces; runEngine sets them, nil for commands that only enqueue).
@@ -176,7 +177,7 @@ const defaultReadyStall = 2 * time.Minute
 
 func readyStallFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "ready-stall", Value: defaultReadyStall,
-		Usage: "fail /readyz when a chain trigger makes no progress this long while the head moves (0 disables)"}
+		Usage: "fail /readyz when a network's head, a chain trigger or a wait feed makes no progress this long (0 disables)"}
 }
 
 // deployProject migrates the database, builds the engine (not started) and
@@ -212,6 +213,11 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 // runEngine deploys the project and runs the engine and triggers until ctx
 // ends, then shuts down gracefully.
 func runEngine(ctx context.Context, o engineOptions) error {
+	// A wrong chain_id never heals: stop now, saying what to fix, before
+	// the database is touched.
+	if err := checkNetworks(ctx, o.project, o.logger); err != nil {
+		return err
+	}
 	if o.standby {
 		// Liveness is judged from rflow.nodes, so the standby migrates
 		// first; then it waits, holding nothing.
@@ -266,15 +272,6 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			return err
 		}
 		if svc != nil {
-			// A wrong chain_id never heals: stop now, saying what to fix.
-			if err := svc.CheckNetworks(triggers); err != nil {
-				svc.Close()
-				_ = engine.Stop(context.Background())
-				return err
-			}
-			svc.CheckContracts(triggers, contractRefs(o.project))
-		}
-		if svc != nil {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -294,7 +291,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: o.apiToken, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Triggers: chainTasks(engine)})
+			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Watch: chainWatch(engine)})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
@@ -313,16 +310,40 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "workers_only", o.workersOnly, "standby", o.standby)
 
 	<-ctx.Done()
-	o.logger.Info("shutting down: no new claims; waiting for in-flight steps", "timeout", o.shutdown)
 	stopTriggers()
 	wg.Wait()
+	return drain(o, engine, stopWork)
+}
+
+// drain is the shutdown after SIGTERM/SIGINT, triggers already stopped: it
+// says what is in flight, waits up to --shutdown-timeout for it to reach
+// its journal, and says how it ended. Jobs still running at the timeout
+// are cancelled: their steps are retried by the next process, with the
+// same idempotency keys.
+func drain(o engineOptions, engine *jobs.Engine, stopWork func()) error {
+	qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	jobs, total, err := engine.InFlight(qctx, 10)
+	qcancel()
+	if err != nil {
+		o.logger.Warn("shutting down: cannot list the jobs in flight", "err", err)
+	}
+	o.logger.Info("shutting down: no new claims; waiting for what is in flight to reach its journal",
+		"in_flight", total, "jobs", strings.Join(jobs, ", "), "timeout", o.shutdown)
+	start := time.Now()
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
-	if err := engine.Stop(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
+	err = engine.Stop(sctx)
 	stopWork()
-	o.logger.Info("stopped")
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || sctx.Err() != nil:
+		o.logger.Warn("shutdown timeout: jobs still running were cancelled; another process retries their steps "+
+			"(same idempotency keys)", "waited", time.Since(start).Round(time.Millisecond), "timeout", o.shutdown)
+	case err != nil:
+		return fmt.Errorf("shutdown: %w", err)
+	default:
+		o.logger.Info("stopped: everything in flight reached its journal", "in_flight", total,
+			"waited", time.Since(start).Round(time.Millisecond))
+	}
 	return nil
 }
 
@@ -383,15 +404,43 @@ func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
 	}
 }
 
-// chainTasks lists the cursor tasks of the deployed chain triggers, for
-// /readyz: the set the chain service runs, so a workflow deployed through
-// the API is watched too and a removed one no longer is.
-func chainTasks(engine *jobs.Engine) func(context.Context) ([]string, error) {
-	reload := engine.ChainConfig().Reload
-	return func(ctx context.Context) ([]string, error) {
-		t, err := reload(ctx)
-		return t.Tasks(), err
+// chainWatch lists the cursor tasks of the deployed chain triggers and
+// wait feeds and the networks they read, for /readyz: the set the chain
+// service runs, so a workflow deployed through the API is watched too and
+// a removed one no longer is.
+func chainWatch(engine *jobs.Engine) func(context.Context) (server.ChainWatch, error) {
+	cfg := engine.ChainConfig()
+	return func(ctx context.Context) (server.ChainWatch, error) {
+		t, err := cfg.Reload(ctx)
+		if err != nil {
+			return server.ChainWatch{}, err
+		}
+		w := cfg.Watched(t)
+		out := server.ChainWatch{Tasks: w.Tasks}
+		for _, n := range w.Networks {
+			out.Networks = append(out.Networks, server.WatchedNetwork{Name: n.Name, ChainID: n.ChainID})
+		}
+		return out, nil
 	}
+}
+
+// checkNetworks asks every RPC URL of the project's networks for its chain
+// id, before anything is written to the database: a wrong chain_id exits 1
+// with nothing deployed. URLs that answered go first in each network's rpc
+// list, for every client dialled after (ingestion, the relayer).
+func checkNetworks(ctx context.Context, p *workflow.Project, logger *slog.Logger) error {
+	nets := jobs.ChainNetworks(p)
+	if len(nets) == 0 {
+		return nil
+	}
+	checked, err := chain.CheckNetworks(ctx, nets, contractRefs(p), logger.With("component", "chain"))
+	if err != nil {
+		return err
+	}
+	for i, n := range checked {
+		p.Networks[i].RPC = n.RPC
+	}
+	return nil
 }
 
 // chainService builds the event/block/read trigger service, or nil when the

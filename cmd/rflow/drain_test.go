@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// SIGTERM while 4 s steps are in flight: rflow says what it waits for,
+// lets them finish and journal, and exits 0; the next process re-runs
+// nothing of them.
+func TestShutdownDrainsStepsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newOverlapSink(t, 4*time.Second)
+	config := writeConfig(t, fmt.Sprintf(restartProject, s.URL))
+	dbURL := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	p := startRflowArgs(t, nil, "--database-url", dbURL, "--log-level", "info", "start", "-c", config)
+	enqueueWorkflowRuns(t, pool, config, "pipeline", "d", 2)
+	s.waitActive(t, 2)
+
+	sent := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
+	}
+	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
+	require.GreaterOrEqual(t, time.Since(sent), 2*time.Second, "it waited for the steps")
+	out := p.out.String()
+	require.Contains(t, out, "in_flight=2", out)
+	require.Regexp(t, `run [0-9a-f-]{36} step a`, out, "it names what it waits for")
+	require.Contains(t, out, "stopped: everything in flight reached its journal")
+
+	var completed int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs WHERE step_key = 'a' AND status = 'completed'`).Scan(&completed))
+	require.Equal(t, 2, completed, "both steps journaled their outcome before the exit")
+
+	q := startRflow(t, dbURL, config, "")
+	defer q.stop(t)
+	require.Eventually(t, func() bool {
+		var done int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed'`).Scan(&done))
+		return done == 2
+	}, 30*time.Second, 50*time.Millisecond, "output:\n%s", q.out)
+	for key, n := range s.deliveries() {
+		require.Equal(t, 1, n, "%s delivered once", key)
+	}
+}
