@@ -95,3 +95,36 @@ func TestFaultyLoadBalancedProvider(t *testing.T) {
 		require.Positive(t, proxy.Refused(r), r)
 	}
 }
+
+// Two event triggers and a replay read one network through a provider
+// that caps ranges at 7 blocks in QuickNode's words. The limit is learned
+// from the first refusals and held by every reader: ranges do not grow past
+// it and get refused again (before, each reader halved, grew back by
+// doubling and was refused again every few ranges).
+func TestProviderLimitLearnedOnce(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "a", "b")
+	node := anviltest.Start(t, anviltest.Options{})
+	e := anviltest.DeployEmitter(t, node)
+	for i := int64(0); i < 6; i++ {
+		e.EmitMany(2, i*10)
+		node.Mine(25)
+	}
+	proxy := rpcproxy.Start(t, node.URL)
+	proxy.Set(rpcproxy.Faults{RangeLimit: 7, RangeStyle: rpcproxy.QuickNodeRange})
+	deposit, err := chain.NewEvent(e.ABI, "Deposit")
+	require.NoError(t, err)
+	svc := runService(t, pool, chain.Config{Networks: []chain.Network{network(proxy.URL)},
+		Events: []chain.EventTrigger{{Workflow: "a", Network: "local", Event: deposit, RunOn: chain.RunOnHead},
+			{Workflow: "b", Network: "local", Event: deposit, RunOn: chain.RunOnHead}}})
+	eventually(t, 60*time.Second, "every log, twice", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 24
+	})
+	p, err := svc.Replay(context.Background(), 0, int64(node.BlockNumber()), chain.ReplayOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, p.Runs, "a replay of claimed logs claims nothing new")
+	require.EqualValues(t, 24, p.Logs)
+	require.LessOrEqual(t, proxy.Refused(rpcproxy.RefusedRange), 3,
+		"refused once per reader at most, until the limit was known")
+}
