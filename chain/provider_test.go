@@ -128,3 +128,37 @@ func TestProviderLimitLearnedOnce(t *testing.T) {
 	require.LessOrEqual(t, proxy.Refused(rpcproxy.RefusedRange), 3,
 		"refused once per reader at most, until the limit was known")
 }
+
+// Behind a load balancer, every other answer comes from a node 3 blocks
+// behind that answers eth_getLogs past its head with the logs it has
+// (none of the newer blocks') instead of refusing. A range read from it
+// must not pass for a range without logs: rflow asks for the range's last
+// block in the same request and reads the range again when the node does
+// not have it. Every log is claimed exactly once.
+func TestLoadBalancerHidingNewestLogs(t *testing.T) {
+	t.Parallel()
+	pool := storetest.Pool(t)
+	addWorkflows(t, pool, "wf")
+	node := anviltest.Start(t, anviltest.Options{})
+	e := anviltest.DeployEmitter(t, node)
+	proxy := rpcproxy.Start(t, node.URL)
+	proxy.Set(rpcproxy.Faults{Lag: 3, LagEvery: 2, LagHidesLogs: true})
+	deposit, err := chain.NewEvent(e.ABI, "Deposit")
+	require.NoError(t, err)
+	runService(t, pool, chain.Config{Networks: []chain.Network{network(proxy.URL)},
+		Events: []chain.EventTrigger{{Workflow: "wf", Network: "local", Event: deposit, RunOn: chain.RunOnHead}}})
+	eventually(t, 30*time.Second, "the window", func() bool {
+		return count(t, pool, `SELECT count(*) FROM indexer.blocks`) > 0
+	})
+	for i := int64(0); i < 10; i++ {
+		e.EmitMany(2, i*10)
+		time.Sleep(150 * time.Millisecond)
+	}
+	node.Mine(5)
+	eventually(t, 60*time.Second, "every log", func() bool {
+		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 20
+	})
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 20, count(t, pool, `SELECT count(DISTINCT trigger_key) FROM rflow.workflow_runs`))
+	require.Positive(t, proxy.Refused(rpcproxy.RefusedLag))
+}

@@ -25,7 +25,7 @@ func (p *Proxy) answer(r *http.Request, f Faults, lagging bool, c call) reply {
 		}
 	}
 	if c.Method == "eth_getLogs" && len(c.Params) == 1 {
-		if rep, ok := p.refuseLogs(f, lagging, head, c); ok {
+		if rep, ok := p.refuseLogs(f, lagging, head, &c); ok {
 			return rep
 		}
 	}
@@ -50,22 +50,32 @@ func (p *Proxy) answer(r *http.Request, f Faults, lagging bool, c call) reply {
 	return rep
 }
 
-// refuseLogs refuses an eth_getLogs the faults do not let through.
-func (p *Proxy) refuseLogs(f Faults, lagging bool, head uint64, c call) (reply, bool) {
-	var q struct {
-		From string `json:"fromBlock"`
-		To   string `json:"toBlock"`
-	}
+// refuseLogs refuses an eth_getLogs the faults do not let through, or
+// narrows it to what a lagging node that hides logs has.
+func (p *Proxy) refuseLogs(f Faults, lagging bool, head uint64, c *call) (reply, bool) {
+	var q map[string]any
 	if json.Unmarshal(c.Params[0], &q) != nil {
 		return reply{}, false
 	}
-	from, okFrom := hexNumber(q.From)
-	to, okTo := hexNumber(q.To)
+	fromHex, _ := q["fromBlock"].(string)
+	toHex, _ := q["toBlock"].(string)
+	from, okFrom := hexNumber(fromHex)
+	to, okTo := hexNumber(toHex)
 	if !okFrom || !okTo {
 		return reply{}, false
 	}
-	if lagging && to > head {
+	switch {
+	case lagging && to > head && !f.LagHidesLogs:
 		return reply{ID: c.ID, Error: &rpcError{Code: -32602, Message: "block range extends beyond current head block"}}, true
+	case lagging && to > head && from > head:
+		return reply{ID: c.ID, Result: json.RawMessage("[]")}, true
+	case lagging && to > head:
+		q["toBlock"] = "0x" + strconv.FormatUint(head, 16)
+		narrowed, err := json.Marshal(q)
+		if err != nil {
+			return reply{}, false
+		}
+		c.Params = append([]json.RawMessage{narrowed}, c.Params[1:]...)
 	}
 	if f.RangeLimit > 0 && to >= from && to-from+1 > f.RangeLimit {
 		p.count(RefusedRange, 1)

@@ -38,6 +38,11 @@ type Faults struct {
 	// lagging one answers (0 or 1: every request).
 	Lag      uint64
 	LagEvery int
+	// LagHidesLogs makes the lagging node answer eth_getLogs past its
+	// head with the logs it has, none of the newer blocks', instead of
+	// refusing: what a node that has not indexed the newest blocks yet
+	// answers behind some load balancers.
+	LagHidesLogs bool
 
 	// Drop closes the connections of the next Drop requests without an
 	// answer and without relaying them; DropAfter relays the next

@@ -167,6 +167,16 @@ func TestLagAnswersAsAnOlderNode(t *testing.T) {
 	require.ErrorContains(t, logs(b.rpc, 0, real), "block range extends beyond current head block")
 	require.NoError(t, logs(b.rpc, 0, real-3))
 
+	b.proxy.Set(rpcproxy.Faults{Lag: 3, LagHidesLogs: true})
+	var found []map[string]any
+	require.NoError(t, b.rpc.CallContext(ctx, &found, "eth_getLogs",
+		map[string]any{"fromBlock": "0x0", "toBlock": hexutil.EncodeUint64(real)}))
+	require.Empty(t, found, "the deposit's log, 3 blocks deep, is hidden")
+	b.proxy.Set(rpcproxy.Faults{})
+	require.NoError(t, b.rpc.CallContext(ctx, &found, "eth_getLogs",
+		map[string]any{"fromBlock": "0x0", "toBlock": hexutil.EncodeUint64(real)}))
+	require.Len(t, found, 1)
+
 	b.proxy.Set(rpcproxy.Faults{Lag: 3, LagEvery: 2}) // a load balancer over a fresh node and a lagging one
 	seen := map[uint64]bool{}
 	for range 4 {
