@@ -366,6 +366,12 @@ type LogQuery struct {
 // Logs calls eth_getLogs. Range errors, including a per-attempt timeout, are
 // returned at once without failover, so the caller can shrink the range (see
 // IsRangeError).
+//
+// The range's last block is asked for in the same request: a node that
+// does not have it yet (one behind its peers behind a load balancer) may
+// answer without the newest logs rather than refuse, and its answer would
+// pass for a range without logs. Then the call is made again (failover
+// and backoff) and, if no answer has the block, fails with errNodeBehind.
 func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 	arg := map[string]any{
 		"fromBlock": hexutil.EncodeUint64(q.From),
@@ -378,8 +384,21 @@ func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 		arg["topics"] = q.Topics
 	}
 	var logs []types.Log
+	var last json.RawMessage
 	err := c.do(ctx, true, "eth_getLogs", func(ctx context.Context, rc *rpc.Client) error {
-		return rc.CallContext(ctx, &logs, "eth_getLogs", arg)
+		logs, last = nil, nil
+		elems := []rpc.BatchElem{{Method: "eth_getLogs", Args: []any{arg}, Result: &logs},
+			{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(q.To), false}, Result: &last}}
+		if err := c.batches.Call(ctx, rc, elems); err != nil {
+			return err
+		}
+		if elems[0].Error != nil {
+			return elems[0].Error
+		}
+		if elems[1].Error == nil && (len(last) == 0 || string(last) == "null") {
+			return fmt.Errorf("block %d: %w", q.To, errNodeBehind)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("logs %d..%d: %w", q.From, q.To, err)
@@ -392,7 +411,7 @@ func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 // A node behind the range ("block range extends beyond current head
 // block") is not one: it will have the blocks soon.
 func IsRangeError(err error) bool {
-	if err == nil || lagging(err.Error()) {
+	if err == nil || lagging(err) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

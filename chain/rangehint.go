@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -71,11 +72,18 @@ func count(s string) (uint64, bool) {
 	return n, err == nil
 }
 
+// errNodeBehind is a Logs answer from a node without the range's last
+// block.
+var errNodeBehind = errors.New("the node does not have the block yet")
+
 // lagging reports whether a refusal means the node is behind the range
 // asked for (geth: "block range extends beyond current head block"), a
 // node that will have the blocks soon: the range is not too large.
-func lagging(msg string) bool {
-	msg = strings.ToLower(msg)
+func lagging(err error) bool {
+	if errors.Is(err, errNodeBehind) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
 	return strings.Contains(msg, "beyond current head") || strings.Contains(msg, "after last accepted block") ||
 		strings.Contains(msg, "block not found") || strings.Contains(msg, "unknown block")
 }

@@ -101,7 +101,7 @@ func (r *rangeSizer) refused(err error, from, to int64) rangeVerdict {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return rangeFail
 	}
-	if lagging(err.Error()) {
+	if lagging(err) {
 		return rangeLagged
 	}
 	if !IsRangeError(err) {

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestParseRangeHint(t *testing.T) {
 		require.True(t, IsRangeError(errors.New(tc.msg)), tc.name)
 	}
 	require.False(t, IsRangeError(errors.New("block range extends beyond current head block")), "a lagging node")
-	require.True(t, lagging("block range extends beyond current head block"))
+	require.True(t, lagging(errors.New("block range extends beyond current head block")))
+	require.True(t, lagging(fmt.Errorf("logs 1..2: %w", errNodeBehind)))
 }
 
 func testNet(maxRange uint64) *netState {
