@@ -209,11 +209,17 @@ func (n *Node) fund() {
 	if len(accounts) == 0 {
 		n.t.Fatal("geth --dev has no developer account")
 	}
+	// Explicit nonces: geth fills a missing one from its pending state,
+	// which a block sealed meanwhile can leave stale, and the next payment
+	// then "replaces" the previous one ("replacement transaction
+	// underpriced").
+	var nonce hexutil.Uint64
+	n.Call(&nonce, "eth_getTransactionCount", accounts[0], "latest")
 	var last common.Hash
 	for i := range anviltest.DevKeys {
 		_, to := anviltest.Key(n.t, i)
 		n.Call(&last, "eth_sendTransaction", map[string]any{"from": accounts[0], "to": to,
-			"value": (*hexutil.Big)(Funding)})
+			"value": (*hexutil.Big)(Funding), "nonce": nonce + hexutil.Uint64(i)})
 	}
 	n.WaitMined(last)
 }
