@@ -314,7 +314,7 @@ func (c *Client) header(ctx context.Context, tag string) (Header, error) {
 }
 
 // Headers returns the headers of blocks from..to in JSON-RPC batches (as
-// few as the node takes; see batch). A block the node does not have ends
+// few as the node takes; see rpcbatch). A block the node does not have ends
 // the list early (no error).
 func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error) {
 	if to < from {
