@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain"
+	"github.com/rflow-dev/rflow/chain/gethtest"
 	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/relayer"
+	"github.com/rflow-dev/rflow/store/storetest"
 )
 
 // A burst of sends goes through a node that refuses batches over 4 calls,
@@ -63,4 +65,20 @@ func TestBurstThroughBatchCappedNode(t *testing.T) {
 			require.LessOrEqual(t, over, 2, "the size that worked is kept: %v", proxy.Batches())
 		})
 	}
+}
+
+// The same burst on geth with --rpc.batch-request-limit 4 and a small
+// --rpc.batch-response-max-size, through chain.Eth as rflow start passes
+// it: each send is broadcast and confirmed once.
+func TestBurstOnGethBatchLimits(t *testing.T) {
+	t.Parallel()
+	node := gethtest.Start(t, gethtest.Options{BatchLimit: 4, BatchResponseMax: 2048})
+	c, err := chain.Dial(context.Background(), chain.ClientOptions{URLs: []string{node.URL}})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	tb := &testBundle{pool: storetest.Pool(t), eth: node.Client(), finals: map[string]int{}, keyIdx: 1,
+		chainID: gethtest.ChainID}
+	tb.r = tb.newRelayer(t, relayer.Config{Networks: map[uint64]relayer.Backend{gethtest.ChainID: c.Eth()}})
+	tb.startClient(t, tb.r)
+	tb.confirmedOnce(t, tb.queueAll(t, 12))
 }
