@@ -2,9 +2,13 @@ package relayer_test
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain"
@@ -67,9 +71,31 @@ func TestBurstThroughBatchCappedNode(t *testing.T) {
 	}
 }
 
+// refusalsSeen is chain.Eth, counting the batch elements whose error is
+// the node refusing the batch (geth's "batch too large", "response too
+// large", no answer) rather than answering the call.
+type refusalsSeen struct {
+	*chain.Eth
+	refusals atomic.Int64
+}
+
+func (r *refusalsSeen) BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error {
+	err := r.Eth.BatchCallContext(ctx, batch)
+	for _, e := range batch {
+		if e.Error != nil && (errors.Is(e.Error, rpc.ErrMissingBatchResponse) ||
+			strings.Contains(e.Error.Error(), "too large")) {
+			r.refusals.Add(1)
+		}
+	}
+	return err
+}
+
 // The same burst on geth with --rpc.batch-request-limit 4 and a small
 // --rpc.batch-response-max-size, through chain.Eth as rflow start passes
-// it: each send is broadcast and confirmed once.
+// it: each send is broadcast and confirmed once, and the relayer never
+// gets geth's refusal of a batch as a call's answer (before, every batch
+// over 4 came back as "batch too large" and missing answers, and each job
+// did its send over again on its own).
 func TestBurstOnGethBatchLimits(t *testing.T) {
 	t.Parallel()
 	node := gethtest.Start(t, gethtest.Options{BatchLimit: 4, BatchResponseMax: 2048})
@@ -78,7 +104,9 @@ func TestBurstOnGethBatchLimits(t *testing.T) {
 	t.Cleanup(c.Close)
 	tb := &testBundle{pool: storetest.Pool(t), eth: node.Client(), finals: map[string]int{}, keyIdx: 1,
 		chainID: gethtest.ChainID}
-	tb.r = tb.newRelayer(t, relayer.Config{Networks: map[uint64]relayer.Backend{gethtest.ChainID: c.Eth()}})
+	eth := &refusalsSeen{Eth: c.Eth()}
+	tb.r = tb.newRelayer(t, relayer.Config{Networks: map[uint64]relayer.Backend{gethtest.ChainID: eth}})
 	tb.startClient(t, tb.r)
 	tb.confirmedOnce(t, tb.queueAll(t, 12))
+	require.Zero(t, eth.refusals.Load())
 }
