@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -118,6 +119,12 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 		return uuid.Nil, false, err
 	}
 	id, same, err := store.RunByKey(ctx, tx, c.Workflow, c.TriggerKey, c.Trigger)
+	if errors.Is(err, store.ErrNotFound) && n == 0 {
+		// The gate claims nothing for a retired workflow.
+		if w, werr := store.GetWorkflow(ctx, tx, c.Workflow); werr == nil && w.RetiredAt != nil {
+			return uuid.Nil, false, &store.RetiredError{Workflow: c.Workflow, At: *w.RetiredAt}
+		}
+	}
 	if err != nil {
 		return uuid.Nil, false, fmt.Errorf("workflow %s: %w", c.Workflow, err)
 	}

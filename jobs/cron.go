@@ -112,8 +112,19 @@ func (e *Engine) cronTriggers(ctx context.Context) (map[string]*workflow.CronTri
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, 0, len(rows))
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	missing, err := e.missingFromFile(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]*workflow.CronTrigger{}
 	for _, r := range rows {
+		if r.RetiredAt != nil || missing[r.Name] {
+			continue // its triggers stopped, or are not this file's
+		}
 		p, err := e.plan(ctx, e.pool, r.Name, r.Generation)
 		if err != nil {
 			e.logger.Warn("cron: cannot compile workflow", "workflow", r.Name, "err", err)

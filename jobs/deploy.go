@@ -19,9 +19,13 @@ type Sync struct {
 	// (Changed), already current, or skipped as superseded (Superseded).
 	Deployed []store.Deployed
 	// Others are deployed workflows the project file does not declare
-	// (deployed through the API or by another project file); they stay
-	// deployed and keep running.
+	// that were deployed through the API; they stay deployed and keep
+	// running.
 	Others []store.Deployed
+	// Missing are workflows a project file deployed that this one no
+	// longer has: their triggers do not run in this process, and
+	// `rflow workflows deploy` retires them.
+	Missing []store.Deployed
 }
 
 // SyncWorkflows is the start-up deploy of the project file: each workflow
@@ -41,6 +45,11 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 			if err := budgets.Declare(ctx, tx, wf); err != nil {
 				return err
 			}
+			if d.Superseded == 0 {
+				if err := store.MarkDeployed(ctx, tx, wf.Name, store.SourceFile); err != nil {
+					return err
+				}
+			}
 			out.Deployed = append(out.Deployed, d)
 			declared[wf.Name] = true
 		}
@@ -48,8 +57,19 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 		if err != nil {
 			return err
 		}
+		fromFile, err := store.FileWorkflows(ctx, tx)
+		if err != nil {
+			return err
+		}
+		file := map[string]bool{}
+		for _, d := range fromFile {
+			file[d.Name] = true
+			if !declared[d.Name] {
+				out.Missing = append(out.Missing, d)
+			}
+		}
 		for name, gen := range gens {
-			if !declared[name] {
+			if !declared[name] && !file[name] {
 				out.Others = append(out.Others, store.Deployed{Name: name, Generation: gen})
 			}
 		}
@@ -57,6 +77,34 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 		return nil
 	})
 	return out, err
+}
+
+// RetireMissing retires the workflows a project file deployed that this
+// project file no longer has (see store.RetireWorkflows): `rflow
+// workflows deploy` of a whole file.
+func (e *Engine) RetireMissing(ctx context.Context, tx pgx.Tx) ([]store.Deployed, error) {
+	keep := make([]string, 0, len(e.project.Workflows))
+	for _, wf := range e.project.Workflows {
+		keep = append(keep, wf.Name)
+	}
+	return store.RetireWorkflows(ctx, tx, keep)
+}
+
+// missingFromFile reports the deployed workflows among names that a
+// project file deployed and this process's file does not declare: their
+// triggers do not run here.
+func (e *Engine) missingFromFile(ctx context.Context, names []string) (map[string]bool, error) {
+	fromFile, err := store.FileWorkflows(ctx, e.pool)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, d := range fromFile {
+		if e.project.Workflow(d.Name) == nil && slices.Contains(names, d.Name) {
+			out[d.Name] = true
+		}
+	}
+	return out, nil
 }
 
 // DeployWorkflows deploys the project file's workflows on purpose (all of
@@ -84,6 +132,9 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		if err := budgets.Declare(ctx, tx, wf); err != nil {
 			return nil, err
 		}
+		if err := store.MarkDeployed(ctx, tx, wf.Name, store.SourceFile); err != nil {
+			return nil, err
+		}
 		out = append(out, d)
 	}
 	return out, nil
@@ -103,7 +154,11 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	if err := budgets.Declare(ctx, tx, wf); err != nil {
 		return store.Deployed{}, err
 	}
-	return store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+	d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+	if err != nil {
+		return d, err
+	}
+	return d, store.MarkDeployed(ctx, tx, wf.Name, store.SourceAPI)
 }
 
 // unknownWorkflowError is a workflow name the project does not hold: it is

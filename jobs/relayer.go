@@ -65,6 +65,7 @@ func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue strin
 		if err != nil {
 			return nil, fmt.Errorf("wallet %s: %w", w.Name, err)
 		}
+		rw.MaxFee, rw.MaxPriorityFee = w.MaxFee, w.MaxPriorityFee
 		wallets[w.Name] = rw
 	}
 	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: cfg.Backends,

@@ -64,7 +64,16 @@ func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.gens == nil || !maps.Equal(gens, s.gens) {
-		trig, err := s.build(ctx, gens)
+		// A workflow a project file deployed that this process's file no
+		// longer has runs no trigger here (rflow workflows deploy
+		// retires it).
+		missing, err := s.e.missingFromFile(ctx, slices.Collect(maps.Keys(gens)))
+		if err != nil {
+			return chain.Triggers{}, err
+		}
+		built := maps.Clone(gens)
+		maps.DeleteFunc(built, func(name string, _ int64) bool { return missing[name] })
+		trig, err := s.build(ctx, built)
 		if err != nil {
 			return chain.Triggers{}, err
 		}

@@ -237,6 +237,8 @@ func (r *Relayer) afterBatch(ctx context.Context, s *firstSend) error {
 		return nil
 	case s.class.permanent():
 		return finish(ctx, r, s.job, row, r.refusal(ctx, s.b, row, s.signed, s.class, s.sendErr))
+	case s.class == sendTipTooLow:
+		return r.meetMinimum(ctx, s.job, s.w, s.b, row, "send", s.signed, s.sendErr)
 	case s.landing != nil:
 		return r.mined(ctx, s.job, row, s.landing)
 	}

@@ -1,6 +1,7 @@
 package relayer_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,8 @@ type childSpec struct {
 	// OneTx queues every send in one transaction, so their jobs are
 	// fetched together and broadcast in batches.
 	OneTx bool `json:"one_tx"`
+	// ChainID is the node's (0: anvil's).
+	ChainID uint64 `json:"chain_id"`
 }
 
 // runChild is a relayer process: it recovers, queues the spec's sends
@@ -81,8 +84,9 @@ func child(spec childSpec) error {
 	if err != nil {
 		return err
 	}
+	id := cmp.Or(spec.ChainID, chainID)
 	r, err := relayer.New(relayer.Config{Pool: pool, Wallets: map[string]*relayer.Wallet{"ops": w},
-		Networks: map[uint64]relayer.Backend{chainID: eth}, PollInterval: 50 * time.Millisecond,
+		Networks: map[uint64]relayer.Backend{id: eth}, PollInterval: 50 * time.Millisecond,
 		StaleAfter: time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Fault: killAt(spec.Fault)})
 	if err != nil {
 		return err
@@ -106,7 +110,7 @@ func child(spec childSpec) error {
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			for _, s := range sends {
 				v, _ := new(big.Int).SetString(s.Value, 10)
-				if _, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: s.ExternalID, Wallet: "ops", ChainID: chainID, To: s.To, Value: v}); err != nil {
+				if _, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: s.ExternalID, Wallet: "ops", ChainID: id, To: s.To, Value: v}); err != nil {
 					return err
 				}
 			}
@@ -196,7 +200,7 @@ func TestCrashAtEachPointSendsOnce(t *testing.T) {
 			}
 			requireKilled(t, startChild(t, spec, point))
 			require.NoError(t, startChild(t, spec, ""))
-			assertSentOnce(t, node, spec, 0)
+			assertSentOnce(t, node.Client(), spec, 0)
 		})
 	}
 }
@@ -220,7 +224,7 @@ func TestCrashMidBatchSendsOnce(t *testing.T) {
 			}
 			requireKilled(t, startChild(t, spec, point+":4"))
 			require.NoError(t, startChild(t, spec, ""))
-			assertSentOnce(t, node, spec, 0)
+			assertSentOnce(t, node.Client(), spec, 0)
 		})
 	}
 }
@@ -253,16 +257,15 @@ func TestCrashAfterNonceThenOutsideUseHeals(t *testing.T) {
 	waitFor(t, "outside send mined", func() bool { return tb.nonce(t) == uint64(reserved)+1 })
 
 	require.NoError(t, startChild(t, spec, ""))
-	assertSentOnce(t, node, spec, 1)
+	assertSentOnce(t, node.Client(), spec, 1)
 }
 
 // assertSentOnce checks every send is confirmed, each recipient got its
 // value exactly once, and the wallet's nonce counts one transaction per send
 // (plus outside ones).
-func assertSentOnce(t *testing.T, node *anviltest.Node, spec childSpec, outside uint64) {
+func assertSentOnce(t *testing.T, eth *ethclient.Client, spec childSpec, outside uint64) {
 	t.Helper()
 	ctx := context.Background()
-	eth := node.Client()
 	pool, err := pgxpool.New(ctx, spec.DatabaseURL)
 	require.NoError(t, err)
 	defer pool.Close()

@@ -50,7 +50,8 @@ type quote struct {
 }
 
 // market returns what the chain asks for now (a quote at most marketTTL
-// old), with gasLimit.
+// old, raised to the minimum its node stated lately, see learnMinimum),
+// with gasLimit.
 func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimit uint64) (fees, error) {
 	r.mu.Lock()
 	q, ok := r.quotes[chainID]
@@ -65,7 +66,7 @@ func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimi
 		r.quotes[chainID] = q
 		r.mu.Unlock()
 	}
-	f := q.f
+	f := q.f.atLeast(r.minimumPrice(chainID))
 	f.GasLimit = gasLimit
 	return f, nil
 }
@@ -92,31 +93,35 @@ func market(ctx context.Context, b Backend) (fees, error) {
 	return fees{GasPrice: price}, nil
 }
 
-// capped lowers f to pay at most limit per gas.
-func (f fees) capped(limit *big.Int) fees {
-	if limit == nil {
-		return f
-	}
+// feeCaps are the most a send may pay per gas: fee caps the max fee of
+// EIP-1559 (a legacy gas price), tip the max priority fee. Nil: no cap.
+type feeCaps struct {
+	fee, tip *big.Int
+	feeBy    string // whose cap fee is, for a reason to fail with
+}
+
+// capped lowers f to pay at most what c allows.
+func (f fees) capped(c feeCaps) fees {
 	if f.dynamic() {
-		f.MaxFee = minBig(f.MaxFee, limit)
+		if c.fee != nil {
+			f.MaxFee = minBig(f.MaxFee, c.fee)
+		}
+		if c.tip != nil {
+			f.Tip = minBig(f.Tip, c.tip)
+		}
 		f.Tip = minBig(f.Tip, f.MaxFee)
-	} else {
-		f.GasPrice = minBig(f.GasPrice, limit)
+	} else if c.fee != nil {
+		f.GasPrice = minBig(f.GasPrice, c.fee)
 	}
 	return f
 }
 
 // bumped returns fees that replace old at the same nonce: every price at
 // least percent higher (nodes require +10% on both the max fee and the tip),
-// or the market's if that is higher, never above limit. ok is false when the
-// cap leaves no room for a valid replacement.
-func bumped(old, now fees, percent int64, limit *big.Int) (fees, bool) {
-	up := func(v *big.Int) *big.Int {
-		// ceil(v × (100+percent) / 100), and at least v+1 so a zero tip grows.
-		n := new(big.Int).Mul(v, big.NewInt(100+percent))
-		n.Add(n, big.NewInt(99)).Div(n, big.NewInt(100))
-		return maxBig(n, new(big.Int).Add(v, big.NewInt(1)))
-	}
+// or the market's if that is higher, never above the caps c. ok is false
+// when the caps leave no room for a valid replacement.
+func bumped(old, now fees, percent int64, c feeCaps) (fees, bool) {
+	up := func(v *big.Int) *big.Int { return raisedBy(v, percent) }
 	f := fees{GasLimit: old.GasLimit}
 	if old.dynamic() {
 		minFee, minTip := up(old.MaxFee), up(old.Tip)
@@ -129,7 +134,7 @@ func bumped(old, now fees, percent int64, limit *big.Int) (fees, bool) {
 			f.MaxFee = maxBig(minFee, now.MaxFee)
 		}
 		f.MaxFee = maxBig(f.MaxFee, f.Tip)
-		f = f.capped(limit)
+		f = f.capped(c)
 		return f, f.MaxFee.Cmp(minFee) >= 0 && f.Tip.Cmp(minTip) >= 0
 	}
 	minPrice := up(old.GasPrice)
@@ -137,8 +142,16 @@ func bumped(old, now fees, percent int64, limit *big.Int) (fees, bool) {
 	if now.GasPrice != nil {
 		f.GasPrice = maxBig(minPrice, now.GasPrice)
 	}
-	f = f.capped(limit)
+	f = f.capped(c)
 	return f, f.GasPrice.Cmp(minPrice) >= 0
+}
+
+// raisedBy is ceil(v × (100+percent) / 100), and at least v+1 so a zero
+// tip grows.
+func raisedBy(v *big.Int, percent int64) *big.Int {
+	n := new(big.Int).Mul(v, big.NewInt(100+percent))
+	n.Add(n, big.NewInt(99)).Div(n, big.NewInt(100))
+	return maxBig(n, new(big.Int).Add(v, big.NewInt(1)))
 }
 
 // unsigned builds the transaction to sign.

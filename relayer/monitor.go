@@ -75,7 +75,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job, b, row, signed)
+		return r.sendAndSnooze(ctx, job, w, b, row, "send", signed)
 	}
 
 	now := time.Now()
@@ -107,7 +107,7 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job, b, row, signed)
+		return r.sendAndSnooze(ctx, job, w, b, row, cur.Kind, signed)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }
@@ -340,6 +340,8 @@ func (r *Relayer) orphaned(ctx context.Context, job *river.Job[SendArgs], w *Wal
 	switch {
 	case class == sendFeeTooLow:
 		return r.replace(ctx, job, w, b, row, latestAt(bs, *row.Nonce), "send")
+	case class == sendTipTooLow:
+		return r.meetMinimum(ctx, job, w, b, row, lost.Kind, signed, sendErr)
 	case class.permanent():
 		return r.refused(ctx, job, b, row, signed, class, sendErr)
 	}
@@ -391,7 +393,7 @@ func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	healed, err := r.assignNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(row.FeeCap), row.FeeCap)
+	healed, err := r.assignNonce(ctx, job.ID, row.TxID, row.Nonce, pending, f.capped(capsOf(w, row)), row.FeeCap)
 	if err != nil || healed == nil {
 		return err
 	}
@@ -401,7 +403,7 @@ func (r *Relayer) moveNonce(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	if err != nil {
 		return err
 	}
-	return r.sendAndSnooze(ctx, job, b, healed, signed)
+	return r.sendAndSnooze(ctx, job, w, b, healed, "send", signed)
 }
 
 // fillGap handles a send stuck above a hole in the wallet's nonces: nonce
@@ -446,7 +448,7 @@ func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
 	old := feesOf(cur.Gas)
-	next, ok := bumped(old, now, r.cfg.BumpPercent, row.FeeCap)
+	next, ok := bumped(old, now, r.cfg.BumpPercent, capsOf(w, row))
 	if kind == "cancel" {
 		next.GasLimit = cancelGas
 	}
@@ -456,7 +458,7 @@ func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		if err != nil {
 			return err
 		}
-		return r.sendAndSnooze(ctx, job, b, row, signed)
+		return r.sendAndSnooze(ctx, job, w, b, row, cur.Kind, signed)
 	}
 	if kind == "send" {
 		if err := store.SetRelayerTxFees(ctx, r.cfg.Pool, row.TxID, job.ID, next.row()); err != nil {
@@ -469,7 +471,7 @@ func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	}
 	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
 		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
-	return r.sendAndSnooze(ctx, job, b, row, signed)
+	return r.sendAndSnooze(ctx, job, w, b, row, kind, signed)
 }
 
 // resend handles a send the node has never taken anything of at its nonce
@@ -478,8 +480,10 @@ func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wall
 // fails at once. "Underpriced"
 // means someone else's transaction holds the nonce in the mempool: rather
 // than outbid it (it may be an operator's own), the send moves to a new
-// nonce. Any other refusal is retried, with a fee bump once BumpAfter has
-// passed (the node may want more than the base fee the send offers).
+// nonce. A tip below the node's minimum is met at once (meetMinimum), and
+// so is a fee cap below the base fee (a bump to the market's fees, within
+// the caps). Any other refusal is retried, with a fee bump once BumpAfter
+// has passed.
 func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast) error {
 	signed, err := decodeRaw(cur.Raw)
 	if err != nil {
@@ -491,7 +495,9 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
-	case (class == sendTransient || class == sendFeeTooLow) && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
+	case class == sendTipTooLow:
+		return r.meetMinimum(ctx, job, w, b, row, "send", signed, sendErr)
+	case class == sendFeeTooLow || class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, "send")
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
@@ -504,11 +510,16 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 // next poll. Most refusals are handled by a later poll: nonce too low by the
 // receipt and nonce checks, underpriced by the next bump, transient errors
 // by re-sending. A permanent one (lack of funds, a rejection) is settled
-// now, by refused.
-func (r *Relayer) sendAndSnooze(ctx context.Context, job *river.Job[SendArgs], b Backend, row *store.RelayerTx, signed *types.Transaction) error {
+// now, by refused; a tip below the node's minimum is met, by meetMinimum.
+// signed is the send's (kind "send") or its no-op's ("cancel").
+func (r *Relayer) sendAndSnooze(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, kind string,
+	signed *types.Transaction) error {
 	class, sendErr := r.send(ctx, b, signed)
-	if class.permanent() {
+	switch {
+	case class.permanent():
 		return r.refused(ctx, job, b, row, signed, class, sendErr)
+	case class == sendTipTooLow:
+		return r.meetMinimum(ctx, job, w, b, row, kind, signed, sendErr)
 	}
 	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
 		return err
@@ -539,7 +550,7 @@ func (r *Relayer) refused(ctx context.Context, job *river.Job[SendArgs], b Backe
 			return err
 		}
 		c, e := r.send(ctx, b, earlier)
-		if c.permanent() {
+		if c.permanent() || c == sendTipTooLow {
 			continue
 		}
 		// Held (or taken again), or an answer that proves nothing: keep

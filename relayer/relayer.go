@@ -78,7 +78,8 @@ type Config struct {
 	Middleware []rivertype.Middleware
 	// Fault, when set, is called at each fault point ("relayer.after-queue",
 	// "relayer.before-nonce", "relayer.after-nonce", "relayer.before-send",
-	// "relayer.after-send", "relayer.before-final"): crash tests kill the
+	// "relayer.after-send", "relayer.before-final", and
+	// "relayer.before-resend-at-minimum", see meetMinimum): crash tests kill the
 	// process there. Nil in production.
 	Fault func(point string)
 
@@ -116,10 +117,11 @@ type Relayer struct {
 	queue  string
 	schema string
 
-	mu     sync.Mutex
-	quotes map[uint64]quote           // fee quotes by chain id, reused for marketTTL
-	synced map[walletChain]time.Time  // see chainPending
-	queues map[walletChain]*sendQueue // see firstSend
+	mu       sync.Mutex
+	quotes   map[uint64]quote           // fee quotes by chain id, reused for marketTTL
+	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
+	synced   map[walletChain]time.Time  // see chainPending
+	queues   map[walletChain]*sendQueue // see firstSend
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
 	batchSizes map[uint64]*rpcbatch.Size
 	asking     singleflight.Group // see chainPending
@@ -132,7 +134,7 @@ func New(cfg Config) (*Relayer, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
-	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, synced: map[walletChain]time.Time{},
+	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
 		queues: map[walletChain]*sendQueue{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

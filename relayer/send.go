@@ -209,11 +209,26 @@ func (r *Relayer) assignSend(ctx context.Context, job *river.Job[SendArgs], w *W
 	if limit == nil {
 		limit = new(big.Int).Mul(f.price(), big.NewInt(r.cfg.MaxFeeMultiple))
 	}
+	caps := walletCaps(w, limit)
+	f = f.capped(caps)
+	if short := r.shortOfMinimum(uint64(row.ChainID), f, caps); short != "" {
+		// The node refused less lately, and the caps allow no more: fail
+		// before a nonce is taken, so nothing waits behind it (the row of
+		// a first run is the job's copy: read whether it was cancelled).
+		if row, err = r.owned(ctx, row.TxID, job.ID); err != nil || row == nil {
+			return err
+		}
+		final := store.RelayerFinal{Status: store.RelayerFailed, Error: short}
+		if row.CancelRequestedAt != nil {
+			final = store.RelayerFinal{Status: store.RelayerCancelled, Error: "cancelled before broadcast"}
+		}
+		return finish(ctx, r, job, row, final)
+	}
 	pending, asked, err := r.chainPending(ctx, b, w.Address(), uint64(row.ChainID))
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}
-	return r.firstBroadcast(ctx, &firstSend{job: job, w: w, b: b, row: row, fees: f.capped(limit), limit: limit,
+	return r.firstBroadcast(ctx, &firstSend{job: job, w: w, b: b, row: row, fees: f, limit: caps.fee,
 		pending: pending, asked: asked})
 }
 
@@ -303,12 +318,15 @@ func (r *Relayer) send(ctx context.Context, b Backend, signed *types.Transaction
 // sendOutcome sorts the node's answer err to eth_sendRawTransaction of signed.
 func (r *Relayer) sendOutcome(signed *types.Transaction, err error) (sendClass, error) {
 	class := classifySend(err)
-	if class == sendFeeTooLow {
+	switch need := statedMinimum(err); {
+	case class == sendFeeTooLow:
 		// The base fee moved past what the quote said (a reorg onto a
 		// chain that charges more, say): the next quote must be fresh.
 		r.mu.Lock()
 		delete(r.quotes, signed.ChainId().Uint64())
 		r.mu.Unlock()
+	case class == sendTipTooLow && need != nil:
+		r.learnMinimum(signed.ChainId().Uint64(), need)
 	}
 	if err != nil {
 		r.log.Info("broadcast refused", "hash", signed.Hash(), "nonce", signed.Nonce(), "class", class.String(), "error", err)
@@ -325,7 +343,10 @@ func (r *Relayer) sendOutcome(signed *types.Transaction, err error) (sendClass, 
 // nonce with a no-op, so the lost bytes can never be mined later.
 func (r *Relayer) refusal(ctx context.Context, b Backend, row *store.RelayerTx, signed *types.Transaction, class sendClass, err error) store.RelayerFinal {
 	msg := "refused by the node: " + err.Error()
-	if class == sendInsufficientFunds {
+	switch class {
+	case sendTipTooLow:
+		msg = err.Error() // meetMinimum's reason, quoting the node
+	case sendInsufficientFunds:
 		has := ""
 		if bal, berr := b.BalanceAt(ctx, common.HexToAddress(row.From), nil); berr == nil {
 			has = " has " + bal.String() + " wei,"

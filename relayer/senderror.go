@@ -1,6 +1,8 @@
 package relayer
 
 import (
+	"math/big"
+	"regexp"
 	"strings"
 )
 
@@ -16,7 +18,8 @@ const (
 	// earlier hash was mined) or by someone else (heal: take a new nonce).
 	sendNonceTooLow
 	// sendUnderpriced: another transaction holds the nonce in the mempool and
-	// ours does not pay enough more to replace it; bump and retry.
+	// ours does not pay enough more to replace it ("replacement transaction
+	// underpriced"); bump and retry.
 	sendUnderpriced
 	// sendInsufficientFunds: the wallet cannot pay value + gas (go-ethereum's
 	// core.ErrInsufficientFunds). Bytes the node refuses for it are not in
@@ -31,6 +34,12 @@ const (
 	// higher). Re-sending them is refused again until the base fee falls;
 	// a re-signed copy at the same nonce with market fees is not.
 	sendFeeTooLow
+	// sendTipTooLow: the node's own minimum price is above what these bytes
+	// pay (geth's --txpool.pricelimit: "transaction gas price below
+	// minimum: gas tip cap 1, minimum needed 1000"; Polygon's 25 gwei).
+	// Re-sending them is refused forever; a copy re-signed at the same
+	// nonce at the price the node states (see statedMinimum) is not.
+	sendTipTooLow
 	// sendTransient: anything else (timeouts, rate limits, unknown errors).
 	// The outcome is ambiguous, so the same signed bytes are sent again
 	// later, which is safe: they have one hash.
@@ -53,6 +62,8 @@ func (c sendClass) String() string {
 		return "rejected"
 	case sendFeeTooLow:
 		return "fee cap below base fee"
+	case sendTipTooLow:
+		return "tip below the node's minimum"
 	}
 	return "transient"
 }
@@ -73,6 +84,13 @@ func classifySend(err error) sendClass {
 	case strings.Contains(msg, "nonce too low"), strings.Contains(msg, "nonce has already been used"),
 		strings.Contains(msg, "noncetoolow"), strings.Contains(msg, "invalid nonce"):
 		return sendNonceTooLow
+	// Below the node's own price: geth's and its forks', reth's, Besu's;
+	// "transaction underpriced" without "replacement" is geth 1.13's and
+	// Nethermind's (and a full pool's: its cheapest is the price then).
+	case strings.Contains(msg, "gas price below minimum"), strings.Contains(msg, "below configured minimum"),
+		strings.Contains(msg, "below minimum required priority fee"),
+		strings.Contains(msg, "underpriced") && !strings.Contains(msg, "replacement"):
+		return sendTipTooLow
 	case strings.Contains(msg, "underpriced"):
 		return sendUnderpriced
 	case strings.Contains(msg, "less than block base fee"), strings.Contains(msg, "fee cap less than base fee"),
@@ -100,3 +118,26 @@ func classifySend(err error) sendClass {
 // permanent reports whether the node refused the bytes for good: re-sending
 // them can only be refused again.
 func (c sendClass) permanent() bool { return c == sendInsufficientFunds || c == sendRejected }
+
+// minimumNeeded finds the price a node says it needs in its refusal:
+// geth's "gas tip cap 1, minimum needed 1000" (1.14 on, and Polygon's and
+// BNB Chain's forks of it), geth 1.13's "tip needed 1000, tip permitted 1"
+// and reth's "below minimum required priority fee 1000".
+var minimumNeeded = regexp.MustCompile(`(?:minimum needed|tip needed|minimum required priority fee):? (\d{1,78})\b`)
+
+// statedMinimum is the minimum tip (a legacy transaction's gas price) in
+// wei that a tip refusal states, or nil when it states none.
+func statedMinimum(err error) *big.Int {
+	if err == nil {
+		return nil
+	}
+	m := minimumNeeded.FindStringSubmatch(strings.ToLower(err.Error()))
+	if m == nil {
+		return nil
+	}
+	n, ok := new(big.Int).SetString(m[1], 10)
+	if !ok {
+		return nil
+	}
+	return n
+}

@@ -21,6 +21,18 @@ import (
 type Wallet struct {
 	key     *ecdsa.PrivateKey
 	address common.Address
+
+	// MaxFee, when set, caps the fee per gas of every transaction the
+	// wallet signs for a send, bumps included: the max fee of EIP-1559,
+	// the gas price of a legacy transaction. A send's own cap
+	// (Request.MaxFeePerGas, or Config.MaxFeeMultiple × its first fee)
+	// applies too; the lower one wins.
+	MaxFee *big.Int
+	// MaxPriorityFee, when set, caps the tip (max priority fee per gas) of
+	// every EIP-1559 transaction the wallet signs for a send. A send whose
+	// node requires more fails saying so (see docs/relayer.md, "A node's
+	// minimum price").
+	MaxPriorityFee *big.Int
 }
 
 // WalletFromKey builds a wallet from a hex private key (with or without 0x),

@@ -217,8 +217,11 @@ func canonicalJSON(body []byte) ([]byte, bool) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	var conflict *store.TriggerKeyConflict
+	var retired *store.RetiredError
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &retired):
+		ae = &apiError{status: http.StatusGone, code: "workflow_retired", message: retired.Error()}
 	case errors.As(err, &conflict):
 		ae = &apiError{status: http.StatusConflict, code: "run_key_reused", message: conflict.Error(),
 			details: map[string]any{"run_id": conflict.RunID, "key": conflict.Key}}

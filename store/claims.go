@@ -121,7 +121,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 		SELECT c.id, c.workflow, w.generation, c.key, c.kind, c.payload::jsonb, c.chain_id, c.block, c.hash
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])
 			WITH ORDINALITY AS c(id, workflow, key, kind, payload, chain_id, block, hash, ord)
-		JOIN rflow.workflows w ON w.name = c.workflow
+		JOIN rflow.workflows w ON w.name = c.workflow AND w.retired_at IS NULL
 		ORDER BY c.ord
 		ON CONFLICT (workflow_name, trigger_key) DO NOTHING
 		RETURNING id, workflow_name, generation, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,15 +25,43 @@ type WorkflowRow struct {
 	PausedAt     *time.Time `json:"paused_at,omitempty"`
 	PausedReason string     `json:"paused_reason,omitempty"`
 	UpdatedAt    time.Time  `json:"updated_at"`
-	Spec         []byte     `json:"-"`
+	// Source is who deployed the current generation: a project file
+	// ("file") or the API ("api").
+	Source WorkflowSource `json:"source"`
+	// RetiredAt is set once `rflow workflows deploy` retired the workflow
+	// because its project file no longer has it: its triggers stopped.
+	RetiredAt *time.Time `json:"retired_at,omitempty"`
+	Spec      []byte     `json:"-"`
 }
 
+// RetiredError is a run asked of a retired workflow.
+type RetiredError struct {
+	Workflow string
+	At       time.Time
+}
+
+func (e *RetiredError) Error() string {
+	return fmt.Sprintf("workflow %s was retired at %s (its project file no longer has it): it starts no runs; "+
+		"deploy it again to bring it back", e.Workflow, e.At.UTC().Format(time.RFC3339))
+}
+
+// WorkflowSource is who deployed a workflow's current generation.
+type WorkflowSource string
+
+const (
+	// SourceFile: a project file, by `rflow start`, `rflow dev` or
+	// `rflow workflows deploy`.
+	SourceFile WorkflowSource = "file"
+	// SourceAPI: PUT /v1/workflows/{name}.
+	SourceAPI WorkflowSource = "api"
+)
+
 // workflowColumns are the columns scanWorkflow reads, in its order.
-const workflowColumns = `name, generation, spec_hash, paused, paused_at, coalesce(paused_reason, ''), updated_at, spec`
+const workflowColumns = `name, generation, spec_hash, paused, paused_at, coalesce(paused_reason, ''), updated_at, source, retired_at, spec`
 
 func scanWorkflow(row pgx.Row) (WorkflowRow, error) {
 	var w WorkflowRow
-	err := row.Scan(&w.Name, &w.Generation, &w.SpecHash, &w.Paused, &w.PausedAt, &w.PausedReason, &w.UpdatedAt, &w.Spec)
+	err := row.Scan(&w.Name, &w.Generation, &w.SpecHash, &w.Paused, &w.PausedAt, &w.PausedReason, &w.UpdatedAt, &w.Source, &w.RetiredAt, &w.Spec)
 	return w, err
 }
 
@@ -49,6 +79,9 @@ type Deployed struct {
 	// offered spec equals: a newer one (Generation) replaced it, so it was
 	// not deployed again.
 	Superseded int64 `json:"superseded_generation,omitempty"`
+	// Retired, set by `rflow workflows deploy` only, marks a workflow the
+	// project file no longer has, retired by that deploy.
+	Retired bool `json:"retired,omitempty"`
 }
 
 // DeployWorkflow stores spec as the current definition of name: the
@@ -197,9 +230,10 @@ func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) e
 
 // WorkflowGenerations maps every deployed live workflow to its current
 // generation: a cheap poll for "did any definition change". Rehearsals are
-// left out, so a live process never ingests a trigger for one.
+// left out, so a live process never ingests a trigger for one, and so are
+// retired workflows, whose triggers stopped.
 func WorkflowGenerations(ctx context.Context, db DBTX) (map[string]int64, error) {
-	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE `+notRehearsal("name"))
+	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE retired_at IS NULL AND `+notRehearsal("name"))
 	if err != nil {
 		return nil, fmt.Errorf("workflow generations: %w", err)
 	}
@@ -230,4 +264,56 @@ func LockWorkflowGeneration(ctx context.Context, tx pgx.Tx, name string) (int64,
 		return 0, fmt.Errorf("lock workflow %s: %w", name, err)
 	}
 	return gen, nil
+}
+
+// MarkDeployed records who deployed name's current generation and brings a
+// retired workflow back: deploying it again is how it returns.
+func MarkDeployed(ctx context.Context, tx pgx.Tx, name string, source WorkflowSource) error {
+	if _, err := tx.Exec(ctx, `
+		UPDATE rflow.workflows SET source = $2, retired_at = NULL
+		WHERE name = $1 AND (source <> $2 OR retired_at IS NOT NULL)`, name, source); err != nil {
+		return fmt.Errorf("deploy %s: record its source: %w", name, err)
+	}
+	return nil
+}
+
+// FileWorkflows lists the live workflows a project file deployed and that
+// are not retired, by name.
+func FileWorkflows(ctx context.Context, db DBTX) ([]Deployed, error) {
+	rows, err := db.Query(ctx, `
+		SELECT name, generation FROM rflow.workflows
+		WHERE source = 'file' AND retired_at IS NULL AND `+notRehearsal("name")+` ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("workflows deployed from a file: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Deployed, error) {
+		var d Deployed
+		err := r.Scan(&d.Name, &d.Generation)
+		return d, err
+	})
+}
+
+// RetireWorkflows retires the workflows a project file deployed that are
+// not in keep (the file's own): their triggers stop (WorkflowGenerations
+// leaves them out, the claim gate claims nothing for them), their runs in
+// flight finish on their generation. Workflows deployed through the API
+// are not touched. It returns the retired ones.
+func RetireWorkflows(ctx context.Context, tx pgx.Tx, keep []string) ([]Deployed, error) {
+	rows, err := tx.Query(ctx, `
+		UPDATE rflow.workflows SET retired_at = now(), updated_at = now()
+		WHERE source = 'file' AND retired_at IS NULL AND `+notRehearsal("name")+` AND NOT (name = ANY($1))
+		RETURNING name, generation`, keep)
+	if err != nil {
+		return nil, fmt.Errorf("retire workflows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Deployed, error) {
+		d := Deployed{Retired: true}
+		err := r.Scan(&d.Name, &d.Generation)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retire workflows: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Deployed) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -354,7 +355,7 @@ func (l *loader) defaultNetwork() string {
 }
 
 func (l *loader) wallet(n *node) {
-	m := l.fields(n, "wallet", "name", "private_key", "keystore", "password")
+	m := l.fields(n, "wallet", "name", "private_key", "keystore", "password", "max_fee", "max_priority_fee")
 	if m == nil {
 		return
 	}
@@ -398,7 +399,31 @@ func (l *loader) wallet(n *node) {
 	default:
 		l.errorf(n.pos, "wallet %s: needs private_key or keystore", w.Name)
 	}
+	w.MaxFee = l.perGas(m["max_fee"], "wallet "+w.Name+" max_fee")
+	w.MaxPriorityFee = l.perGas(m["max_priority_fee"], "wallet "+w.Name+" max_priority_fee")
+	if w.MaxFee != nil && w.MaxPriorityFee != nil && w.MaxPriorityFee.Cmp(w.MaxFee) > 0 {
+		l.errorf(m["max_priority_fee"].pos, "wallet %s: max_priority_fee (%s wei) is above max_fee (%s wei): a tip is part of the fee",
+			w.Name, w.MaxPriorityFee, w.MaxFee)
+	}
 	l.p.Wallets = append(l.p.Wallets, w)
+}
+
+// perGas reads an optional price per gas ("30 gwei", or an integer in
+// wei); nil when absent or invalid (reported).
+func (l *loader) perGas(n *node, what string) *big.Int {
+	if n.isNull() {
+		return nil
+	}
+	s, ok := l.scalar(n, what)
+	if !ok {
+		return nil
+	}
+	amt, err := parseAmount(s)
+	if err != nil || amt.Sign() <= 0 {
+		l.errorf(n.pos, "%s %q must be a positive price per gas like \"30 gwei\" or an integer in wei", what, s)
+		return nil
+	}
+	return amt
 }
 
 func (l *loader) contract(n *node) {

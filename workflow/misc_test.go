@@ -98,3 +98,37 @@ func TestProjectName(t *testing.T) {
 	_, err = ProjectName(path, lookup(nil))
 	require.ErrorContains(t, err, "environment variable P is not set")
 }
+
+func TestWalletFeeCaps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rflow.yaml")
+	key := "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"
+	require.NoError(t, os.WriteFile(path, []byte(`name: p
+networks: [{ name: a, chain_id: 1, rpc: "http://a" }]
+wallets:
+  - { name: ok, private_key: "`+key+`", max_fee: "30 gwei", max_priority_fee: 1000 }
+`), 0o600))
+	p, err := Load(path, LoadOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "30000000000", p.Wallets[0].MaxFee.String())
+	require.Equal(t, "1000", p.Wallets[0].MaxPriorityFee.String())
+
+	require.NoError(t, os.WriteFile(path, []byte(`name: p
+networks: [{ name: a, chain_id: 1, rpc: "http://a" }]
+wallets:
+  - { name: a, private_key: "`+key+`", max_fee: "lots" }
+  - { name: b, private_key: "`+key+`", max_fee: "1 gwei", max_priority_fee: "2 gwei" }
+`), 0o600))
+	_, err = Load(path, LoadOptions{})
+	var ds Diagnostics
+	require.True(t, errors.As(err, &ds), "%v", err)
+	msgs := []string{}
+	for _, d := range ds {
+		msgs = append(msgs, d.String())
+	}
+	require.Equal(t, []string{
+		path + `:4:108: wallet a max_fee "lots" must be a positive price per gas like "30 gwei" or an integer in wei`,
+		path + `:5:136: wallet b: max_priority_fee (2000000000 wei) is above max_fee (1000000000 wei): a tip is part of the fee`,
+	}, msgs)
+}

@@ -116,7 +116,12 @@ type Wallet struct {
 	PrivateKey Secret
 	Keystore   string // absolute path
 	Password   Secret
-	Pos        Position
+	// MaxFee caps the fee per gas of the wallet's sends (max_fee: the
+	// EIP-1559 max fee, a legacy gas price), in wei; nil: no cap.
+	MaxFee *big.Int
+	// MaxPriorityFee caps their tip (max_priority_fee), in wei; nil: no cap.
+	MaxPriorityFee *big.Int
+	Pos            Position
 }
 
 // Contract is a deployed contract with its ABI.

@@ -80,15 +80,23 @@ func DeployEmitter(t testing.TB, n Dialer) *Emitter {
 // DeployEmitterWith deploys the Emitter with dev key keyIndex.
 func DeployEmitterWith(t testing.TB, n Dialer, keyIndex int) *Emitter {
 	t.Helper()
-	code, err := os.ReadFile(ContractPath(t, "Emitter.bin"))
+	return Deploy(t, n, EmitterABI(t), ContractPath(t, "Emitter.bin"), keyIndex)
+}
+
+// Deploy deploys the contract with ABI a and the hex bytecode in the file
+// binPath with dev key keyIndex, and waits for the receipt. The returned
+// Emitter calls the contract's methods (Transact, Send) whatever it is.
+func Deploy(t testing.TB, n Dialer, a abi.ABI, binPath string, keyIndex int) *Emitter {
+	t.Helper()
+	code, err := os.ReadFile(binPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key, from := Key(t, keyIndex)
-	e := &Emitter{t: t, ABI: EmitterABI(t), From: from, key: key, client: n.Client()}
+	e := &Emitter{t: t, ABI: a, From: from, key: key, client: n.Client()}
 	rcpt := e.send(nil, common.FromHex(strings.TrimSpace(string(code))))
 	if rcpt.Status != types.ReceiptStatusSuccessful {
-		t.Fatalf("deploy Emitter: status %d", rcpt.Status)
+		t.Fatalf("deploy %s: status %d", filepath.Base(binPath), rcpt.Status)
 	}
 	e.Address = rcpt.ContractAddress
 	return e

@@ -132,6 +132,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			budgetsCommand(),
 			replayCommand(),
 			testCommand(),
+			importCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool(versionFlagName) {

@@ -399,8 +399,13 @@ func logSync(logger *slog.Logger, s jobs.Sync, configPath string) {
 		}
 	}
 	for _, d := range s.Others {
-		logger.Info("workflow deployed but not in the project file; it stays deployed", "workflow", d.Name,
+		logger.Info("workflow deployed through the API, not in the project file; it stays deployed", "workflow", d.Name,
 			"generation", d.Generation, "config", configPath)
+	}
+	for _, d := range s.Missing {
+		logger.Warn(fmt.Sprintf("workflow %s was deployed from a project file, but %s no longer has it: its triggers do not run "+
+			"in this process; runs in flight finish (rflow workflows deploy -c %s retires it; add it back to keep it)",
+			d.Name, configPath, configPath), "workflow", d.Name, "generation", d.Generation)
 	}
 }
 

@@ -39,16 +39,19 @@ func workflowsCommand() *cli.Command {
 						return err
 					}
 					w := tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
-					fmt.Fprintln(w, "NAME\tGENERATION\tPAUSED\tSINCE\tREASON\tUPDATED")
+					fmt.Fprintln(w, "NAME\tGENERATION\tSTATE\tPAUSED\tSINCE\tREASON\tUPDATED")
 					for _, wf := range wfs {
-						since, reason := "-", "-"
+						state, since, reason := "active", "-", "-"
 						if wf.PausedAt != nil {
 							since = wf.PausedAt.UTC().Format(time.RFC3339)
 						}
 						if wf.PausedReason != "" {
 							reason = wf.PausedReason
 						}
-						fmt.Fprintf(w, "%s\t%d\t%v\t%s\t%s\t%s\n", wf.Name, wf.Generation, wf.Paused, since, reason,
+						if wf.RetiredAt != nil {
+							state, since, reason = "retired", wf.RetiredAt.UTC().Format(time.RFC3339), "not in the project file"
+						}
+						fmt.Fprintf(w, "%s\t%d\t%s\t%v\t%s\t%s\t%s\n", wf.Name, wf.Generation, state, wf.Paused, since, reason,
 							wf.UpdatedAt.UTC().Format(time.RFC3339))
 					}
 					return w.Flush()
@@ -112,7 +115,8 @@ func deployCommand() *cli.Command {
 			"so an old process cannot roll a workflow back; this command is the deliberate way to do it.\n" +
 			"Running processes pick the new generation up within seconds.",
 		Flags: []cli.Flag{configFlag(), outputFlag(),
-			&cli.StringSliceFlag{Name: "workflow", Aliases: []string{"w"}, Usage: "deploy only this workflow (repeatable)"}},
+			&cli.StringSliceFlag{Name: "workflow", Aliases: []string{"w"}, Usage: "deploy only this workflow (repeatable); retires nothing"},
+			&cli.BoolFlag{Name: "keep-missing", Usage: "keep deployed the workflows a project file deployed that this file no longer has (default: retire them)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usagef("deploy takes no arguments; name workflows with --workflow")
@@ -125,6 +129,12 @@ func deployCommand() *cli.Command {
 			var out []store.Deployed
 			err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
 				out, err = e.DeployWorkflows(c.Context, tx, c.StringSlice("workflow"))
+				if err != nil || len(c.StringSlice("workflow")) > 0 || c.Bool("keep-missing") {
+					return err
+				}
+				// The whole file deployed: what it no longer has is retired.
+				retired, err := e.RetireMissing(c.Context, tx)
+				out = append(out, retired...)
 				return err
 			})
 			if err != nil {
@@ -146,6 +156,8 @@ func deployCommand() *cli.Command {
 // describeDeploy says in words what a deploy did to one workflow.
 func describeDeploy(d store.Deployed) string {
 	switch {
+	case d.Retired:
+		return "retired: not in the project file (its triggers stop, runs in flight finish; --keep-missing keeps it)"
 	case !d.Changed:
 		return "unchanged"
 	case d.Previous == 0:
