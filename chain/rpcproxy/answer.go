@@ -12,6 +12,10 @@ import (
 // answer answers one call: a refusal f calls for, the lagging node's
 // answer, or the upstream node's.
 func (p *Proxy) answer(r *http.Request, f Faults, lagging bool, c call) reply {
+	if msg, ok := f.Refuse[c.Method]; ok {
+		p.count(RefusedMethod, 1)
+		return reply{ID: c.ID, Error: &rpcError{Code: -32000, Message: msg}}
+	}
 	var head uint64 // the lagging node's head
 	if lagging {
 		p.count(RefusedLag, 1)

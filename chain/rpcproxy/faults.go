@@ -44,6 +44,11 @@ type Faults struct {
 	// answers behind some load balancers.
 	LagHidesLogs bool
 
+	// Refuse answers every call of the methods it names, alone or in a
+	// batch, with its error message (code -32000): a node that cannot
+	// serve them.
+	Refuse map[string]string
+
 	// Drop closes the connections of the next Drop requests without an
 	// answer and without relaying them; DropAfter relays the next
 	// DropAfter requests and then closes the connection unanswered (the

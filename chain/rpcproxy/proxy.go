@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,7 @@ const (
 	RefusedLag       Refusal = "lag"       // an answer from the lagging node
 	RefusedDropped   Refusal = "dropped"   // a connection closed unanswered
 	RefusedTruncated Refusal = "truncated" // calls of a batch left unanswered
+	RefusedMethod    Refusal = "method"    // a call of a method in Faults.Refuse
 )
 
 // Proxy is a running fault proxy.
@@ -68,7 +70,8 @@ func Start(t testing.TB, upstream string) *Proxy {
 	return p
 }
 
-// Set replaces the faults.
+// Set replaces the faults. A Refuse map set here is the proxy's until the
+// next Set or Update.
 func (p *Proxy) Set(f Faults) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -186,6 +189,7 @@ func (p *Proxy) take(calls []call, isBatch bool) (Faults, bool) {
 		p.batches = append(p.batches, len(calls))
 	}
 	f := p.faults
+	f.Refuse = maps.Clone(p.faults.Refuse) // the request reads its own copy
 	switch {
 	case p.faults.Drop > 0:
 		p.faults.Drop--

@@ -186,6 +186,21 @@ func TestLagAnswersAsAnOlderNode(t *testing.T) {
 	require.Equal(t, map[uint64]bool{real: true, real - 3: true}, seen)
 }
 
+func TestRefuseMethod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.proxy.Set(rpcproxy.Faults{Refuse: map[string]string{"eth_getLogs": "logs are unavailable on this node"}})
+	require.ErrorContains(t, logs(b.rpc, 0, 0), "logs are unavailable on this node")
+	elems := []rpc.BatchElem{{Method: "eth_getLogs", Args: []any{map[string]any{"fromBlock": "0x0", "toBlock": "0x0"}},
+		Result: new([]any)}, {Method: "eth_chainId", Result: new(hexutil.Uint64)}}
+	require.NoError(t, b.rpc.BatchCallContext(context.Background(), elems))
+	require.ErrorContains(t, elems[0].Error, "unavailable", "refused in a batch too")
+	require.NoError(t, elems[1].Error)
+	b.proxy.Update(func(f *rpcproxy.Faults) { f.Refuse = nil })
+	require.NoError(t, logs(b.rpc, 0, 0))
+	require.Equal(t, 2, b.proxy.Refused(rpcproxy.RefusedMethod))
+}
+
 func TestDropClosesConnections(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
