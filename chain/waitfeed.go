@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -113,7 +114,10 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 		addrs = []common.Address{f.Address}
 	}
 	topics := [][]common.Hash{{f.Event.Topic()}}
-	size := newRangeSizer(n, maxLogsPerRange) // the cursor job runs one fetch at a time
+	// One sizer for the feed's fetches. The cursor job may start one while
+	// a range it dropped (stale) is still being read: mu takes them in turn.
+	var mu sync.Mutex
+	size := newRangeSizer(n, maxLogsPerRange)
 	read := func(ctx context.Context, b *batch, from, to int64, into *[]Decoded) error {
 		if to < from {
 			return nil
@@ -137,6 +141,8 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 		})
 	}
 	return func(ctx context.Context, from, to int64) (batch, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		b := batch{hashes: map[int64]string{}}
 		if err := read(ctx, &b, from, to, &b.decoded); err != nil {
 			return batch{}, err
