@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -72,6 +73,10 @@ type Client struct {
 	// batch size it accepts, shared by every batch sent to it.
 	ranges  rangeLimits
 	batches rpcbatch.Size
+
+	// noBlockReceipts is set once the node answered that it does not
+	// serve eth_getBlockReceipts (txlogs.go).
+	noBlockReceipts atomic.Bool
 }
 
 // Dial prepares a Client. HTTP endpoints are not contacted until the first

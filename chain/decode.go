@@ -81,13 +81,18 @@ type Decoded struct {
 	Block     uint64
 	BlockHash common.Hash
 	TxHash    common.Hash
-	LogIndex  uint
+	// LogIndex is the log's position in its block; TxLogIndex its
+	// position in its transaction (0 for the transaction's first log),
+	// which a reorg that re-mines the transaction elsewhere does not
+	// change: the occurrence's identity (EventKey).
+	LogIndex   uint
+	TxLogIndex uint
 }
 
-// Fields returns the arguments plus block, block_hash, tx_hash, log_index and
-// address: the `event` variable of workflow expressions.
+// Fields returns the arguments plus block, block_hash, tx_hash, log_index,
+// tx_log_index and address: the `event` variable of workflow expressions.
 func (d Decoded) Fields() map[string]any {
-	m := make(map[string]any, len(d.Args)+5)
+	m := make(map[string]any, len(d.Args)+6)
 	for k, v := range d.Args {
 		m[k] = v
 	}
@@ -95,6 +100,7 @@ func (d Decoded) Fields() map[string]any {
 	m["block_hash"] = d.BlockHash.Hex()
 	m["tx_hash"] = d.TxHash.Hex()
 	m["log_index"] = uint64(d.LogIndex)
+	m["tx_log_index"] = uint64(d.TxLogIndex)
 	m["address"] = d.Address.Hex()
 	return m
 }
@@ -108,15 +114,15 @@ func (d Decoded) MarshalJSON() ([]byte, error) {
 // the hot path of ingestion, so common values are encoded without
 // reflection.
 func (d Decoded) AppendJSON(b []byte) ([]byte, error) {
-	keys := make([]string, 0, len(d.Args)+5)
+	keys := make([]string, 0, len(d.Args)+6)
 	for k := range d.Args {
 		switch k {
-		case "block", "block_hash", "tx_hash", "log_index", "address":
+		case "block", "block_hash", "tx_hash", "log_index", "tx_log_index", "address":
 			continue // metadata wins, as in Fields
 		}
 		keys = append(keys, k)
 	}
-	keys = append(keys, "block", "block_hash", "tx_hash", "log_index", "address")
+	keys = append(keys, "block", "block_hash", "tx_hash", "log_index", "tx_log_index", "address")
 	sort.Strings(keys)
 	b = append(b, '{')
 	for i, k := range keys {
@@ -135,6 +141,8 @@ func (d Decoded) AppendJSON(b []byte) ([]byte, error) {
 			b = appendJSONString(b, d.TxHash.Hex())
 		case "log_index":
 			b = strconv.AppendUint(b, uint64(d.LogIndex), 10)
+		case "tx_log_index":
+			b = strconv.AppendUint(b, uint64(d.TxLogIndex), 10)
 		case "address":
 			b = appendJSONString(b, d.Address.Hex())
 		default:

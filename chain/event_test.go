@@ -57,7 +57,7 @@ func TestEventTriggerPhasesAndWhere(t *testing.T) {
 	var block int64
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT trigger_key, block_number, block_hash FROM rflow.workflow_runs
 		WHERE workflow_name = 'head-only' ORDER BY (trigger->'event'->>'amount')::numeric LIMIT 1`).Scan(&key, &block, &hash))
-	require.Regexp(t, `^31337:0x[0-9a-f]{64}:0$`, key)
+	require.Regexp(t, `^31337:0x[0-9a-f]{64}:tx0$`, key)
 	require.Equal(t, int64(2), block, "deploy is block 1, the first emitMany block 2")
 	require.Len(t, hash, 66)
 }

@@ -12,9 +12,24 @@ import (
 	"github.com/rflow-dev/rflow/trigger"
 )
 
-// EventKey is an event claim's trigger key: chain_id:tx_hash:log_index, with
-// the phase appended under run_on: both.
-func EventKey(chainID int64, txHash common.Hash, logIndex uint, phase Phase, both bool) string {
+// EventKey is an event claim's trigger key: the occurrence's identity,
+// chain_id:tx_hash:tx<tx_log_index> (the log's position in its
+// transaction, which a reorg that re-mines the transaction elsewhere does
+// not change), with the phase appended under run_on: both. The "tx" marks
+// it apart from the keys of earlier versions, whose last number was the
+// block's log index (LegacyEventKey).
+func EventKey(chainID int64, txHash common.Hash, txLogIndex uint, phase Phase, both bool) string {
+	key := fmt.Sprintf("%d:%s:tx%d", chainID, txHash.Hex(), txLogIndex)
+	if both {
+		key += ":" + string(phase)
+	}
+	return key
+}
+
+// LegacyEventKey is the key earlier versions gave the log at block position
+// logIndex: chain_id:tx_hash:log_index. The claim gate takes a run claimed
+// under it, in the same block, as the same occurrence (store.Claim.LegacyKey).
+func LegacyEventKey(chainID int64, txHash common.Hash, logIndex uint, phase Phase, both bool) string {
 	key := fmt.Sprintf("%d:%s:%d", chainID, txHash.Hex(), logIndex)
 	if both {
 		key += ":" + string(phase)
@@ -50,8 +65,8 @@ func (s *Service) addEvent(t EventTrigger) error {
 	return nil
 }
 
-// eventFetcher reads a range's logs, decodes them, applies Where and builds
-// the claims.
+// eventFetcher reads a range's logs, decodes them, applies Where, finds
+// the kept logs' positions in their transactions and builds the claims.
 func (s *Service) eventFetcher(n *netState, t EventTrigger, phase Phase, both bool) fetchFunc {
 	return func(ctx context.Context, from, to int64) (batch, error) {
 		logs, err := n.client.Logs(ctx, LogQuery{From: uint64(from), To: uint64(to), Addresses: t.Addresses,
@@ -59,60 +74,89 @@ func (s *Service) eventFetcher(n *netState, t EventTrigger, phase Phase, both bo
 		if err != nil {
 			return batch{}, err
 		}
-		b := batch{hashes: make(map[int64]string), claims: make([]store.Claim, 0, len(logs)), logs: len(logs)}
+		b := batch{hashes: make(map[int64]string), logs: len(logs)}
+		kept := make([]types.Log, 0, len(logs))
+		occs := make([]occurrence, 0, len(logs))
 		for _, l := range logs {
 			if l.Removed {
 				continue
 			}
 			b.hashes[int64(l.BlockNumber)] = l.BlockHash.Hex()
-			c, ok, err := s.eventClaim(n, t, l, phase, both)
-			if err != nil {
-				return batch{}, err
-			}
+			o, ok := s.eventOccurrence(t, l)
 			if ok {
-				b.claims = append(b.claims, c)
+				kept, occs = append(kept, l), append(occs, o)
+			}
+		}
+		// Only the kept logs' transactions are looked up: a where: that
+		// rejects most logs costs no receipts for them.
+		pos, err := n.client.TxLogIndexes(ctx, kept)
+		if err != nil {
+			return batch{}, fmt.Errorf("logs %d..%d: %w", from, to, err)
+		}
+		b.claims = make([]store.Claim, len(kept))
+		for i, l := range kept {
+			if b.claims[i], err = occs[i].claim(n.cfg.ChainID, t, l, pos[i], phase, both); err != nil {
+				return batch{}, err
 			}
 		}
 		return b, nil
 	}
 }
 
-// eventClaim builds the claim of log l, or ok false when Where rejects it.
-// A log that cannot be decoded, or on which Where fails, is claimed all the
-// same with TriggerError set (see trigger_error.go).
-func (s *Service) eventClaim(n *netState, t EventTrigger, l types.Log, phase Phase, both bool) (store.Claim, bool, error) {
-	c := store.Claim{
-		Workflow:    t.Workflow,
-		TriggerKey:  EventKey(n.cfg.ChainID, l.TxHash, l.Index, phase, both),
-		TriggerKind: trigger.Event,
-		ChainID:     n.cfg.ChainID,
-		BlockNumber: int64(l.BlockNumber),
-		BlockHash:   l.BlockHash.Hex(),
-	}
+// occurrence is a log that passed the trigger's Where (or whose decoding
+// or Where failed: its run fails at once, see trigger_error.go).
+type occurrence struct {
+	d   Decoded
+	err string // the claim's TriggerError
+}
+
+// eventOccurrence decodes l and applies Where; ok is false when Where
+// rejects it. Where sees the event's fields but tx_log_index, which is
+// looked up for the logs it keeps.
+func (s *Service) eventOccurrence(t EventTrigger, l types.Log) (occurrence, bool) {
 	d, err := t.Event.Decode(l)
 	if err != nil {
-		c.TriggerError = decodeError(t.Event, err).Error()
 		s.log.Warn("log cannot be decoded; its run fails at once", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
 			"log_index", l.Index, "err", err)
-		c.Trigger, err = json.Marshal(UndecodablePayload{Log: l, Block: l.BlockNumber, Phase: phase})
-		if err != nil {
-			return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
-		}
-		return c, true, nil
+		return occurrence{err: decodeError(t.Event, err).Error()}, true
 	}
 	if t.Where != nil {
-		ok, err := t.Where(d.Fields())
+		f := d.Fields()
+		delete(f, "tx_log_index")
+		ok, err := t.Where(f)
 		if err != nil {
-			c.TriggerError = "trigger where: " + err.Error()
 			s.log.Warn("where condition failed; its run fails at once", "workflow", t.Workflow, "tx", l.TxHash.Hex(),
 				"log_index", l.Index, "err", err)
+			return occurrence{d: d, err: "trigger where: " + err.Error()}, true
 		} else if !ok {
-			return store.Claim{}, false, nil
+			return occurrence{}, false
 		}
 	}
-	c.Trigger, err = trigger.EventPayload{Event: d, Block: l.BlockNumber, Phase: string(phase)}.MarshalJSON()
-	if err != nil {
-		return store.Claim{}, false, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
+	return occurrence{d: d}, true
+}
+
+// claim builds the claim of log l, txLogIndex its position in its
+// transaction.
+func (o occurrence) claim(chainID int64, t EventTrigger, l types.Log, txLogIndex uint, phase Phase, both bool) (store.Claim, error) {
+	c := store.Claim{
+		Workflow:     t.Workflow,
+		TriggerKey:   EventKey(chainID, l.TxHash, txLogIndex, phase, both),
+		LegacyKey:    LegacyEventKey(chainID, l.TxHash, l.Index, phase, both),
+		TriggerKind:  trigger.Event,
+		ChainID:      chainID,
+		BlockNumber:  int64(l.BlockNumber),
+		BlockHash:    l.BlockHash.Hex(),
+		TriggerError: o.err,
 	}
-	return c, true, nil
+	var err error
+	if o.err != "" && o.d.Event == "" { // undecodable: the raw log
+		c.Trigger, err = json.Marshal(UndecodablePayload{Log: l, TxLogIndex: txLogIndex, Block: l.BlockNumber, Phase: phase})
+	} else {
+		o.d.TxLogIndex = txLogIndex
+		c.Trigger, err = trigger.EventPayload{Event: o.d, Block: l.BlockNumber, Phase: string(phase)}.MarshalJSON()
+	}
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("encode log %s:%d: %w", l.TxHash.Hex(), l.Index, err)
+	}
+	return c, nil
 }

@@ -28,7 +28,7 @@ func depositKeys(t *testing.T, node *anviltest.Node, e *anviltest.Emitter) []str
 	require.NoError(t, err)
 	keys := make([]string, len(logs))
 	for i, l := range logs {
-		keys[i] = chain.EventKey(id.Int64(), l.TxHash, l.Index, chain.PhaseConfirmed, false)
+		keys[i] = chain.EventKey(id.Int64(), l.TxHash, node.TxLogIndex(l), chain.PhaseConfirmed, false)
 	}
 	return keys
 }

@@ -128,6 +128,10 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if f.err != nil {
+		if errors.Is(f.err, errStale) { // a receipt of another block (txlogs.go): a reorg is under way
+			j.s.log.Debug("range stale; rereading", "task", j.task, "phase", j.phase, "from", f.from, "to", f.to, "err", f.err)
+			return false, nil
+		}
 		switch j.size.refused(f.err, f.from, f.to) {
 		case rangeRetry:
 			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size.size, "err", f.err)

@@ -135,11 +135,11 @@ func (r *rangeSizer) fit(logs int) {
 	}
 }
 
-// walkLogs reads q.From..q.To in ranges sized by r and hands each range's
-// logs to fn in block order. A refused range is read again smaller; a
+// walkLogs reads q.From..q.To in ranges sized by r and hands each range
+// and its logs to fn in block order. A refused range is read again smaller; a
 // node behind the span, or one refusing a single block, ends the walk
 // with its error.
-func (c *Client) walkLogs(ctx context.Context, r *rangeSizer, q LogQuery, fn func([]types.Log) error) error {
+func (c *Client) walkLogs(ctx context.Context, r *rangeSizer, q LogQuery, fn func(from, to uint64, logs []types.Log) error) error {
 	for lo := q.From; lo <= q.To; {
 		hi := min(q.To, lo+r.next()-1)
 		part := q
@@ -152,7 +152,7 @@ func (c *Client) walkLogs(ctx context.Context, r *rangeSizer, q LogQuery, fn fun
 			return err
 		}
 		r.fit(len(logs))
-		if err := fn(logs); err != nil {
+		if err := fn(lo, hi, logs); err != nil {
 			return err
 		}
 		lo = hi + 1

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -155,7 +156,14 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 			return false, nil // the window has not caught up with the node yet
 		}
 	}
-	for _, l := range logs {
+	pos, err := f.n.client.TxLogIndexes(ctx, logs)
+	if errors.Is(err, errStale) {
+		return false, nil // a reorg under way: read again
+	}
+	if err != nil {
+		return false, err
+	}
+	for i, l := range logs {
 		if l.Removed {
 			continue
 		}
@@ -164,6 +172,7 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 			f.s.log.Warn("skipping undecodable log", "event", f.sub.Event.Name(), "err", err)
 			continue
 		}
+		d.TxLogIndex = pos[i]
 		if err := f.sub.Deliver(ctx, d); err != nil {
 			return false, fmt.Errorf("deliver %s:%d: %w", l.TxHash.Hex(), l.Index, err)
 		}

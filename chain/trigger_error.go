@@ -18,9 +18,10 @@ import (
 // UndecodablePayload is the trigger payload of a log that could not be
 // decoded: the raw log, so a retry can decode it under a corrected ABI.
 type UndecodablePayload struct {
-	Log   types.Log `json:"log"`
-	Block uint64    `json:"block"`
-	Phase Phase     `json:"phase"`
+	Log        types.Log `json:"log"`
+	TxLogIndex uint      `json:"tx_log_index"`
+	Block      uint64    `json:"block"`
+	Phase      Phase     `json:"phase"`
 }
 
 // Redecode decodes an UndecodablePayload's log with ev and returns the
@@ -34,6 +35,7 @@ func Redecode(ev *Event, payload []byte) (trigger.EventPayload, error) {
 	if err != nil {
 		return trigger.EventPayload{}, decodeError(ev, err)
 	}
+	d.TxLogIndex = p.TxLogIndex
 	return trigger.EventPayload{Event: d, Block: p.Block, Phase: string(p.Phase)}, nil
 }
 

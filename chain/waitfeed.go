@@ -123,7 +123,9 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 			return nil
 		}
 		q := LogQuery{From: uint64(from), To: uint64(to), Addresses: addrs, Topics: topics}
-		return n.client.walkLogs(ctx, size, q, func(logs []types.Log) error {
+		return n.client.walkLogs(ctx, size, q, func(lo, hi uint64, logs []types.Log) error {
+			var kept []types.Log
+			var decoded []Decoded
 			for _, l := range logs {
 				if l.Removed {
 					continue
@@ -135,8 +137,18 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 						"tx", l.TxHash.Hex(), "log_index", l.Index, "err", err)
 					continue
 				}
-				*into = append(*into, d)
+				kept, decoded = append(kept, l), append(decoded, d)
 			}
+			// A match is a log as an event trigger's occurrence is: its
+			// transaction and its position in it (txlogs.go).
+			pos, err := n.client.TxLogIndexes(ctx, kept)
+			if err != nil {
+				return fmt.Errorf("logs %d..%d: %w", lo, hi, err)
+			}
+			for i := range decoded {
+				decoded[i].TxLogIndex = pos[i]
+			}
+			*into = append(*into, decoded...)
 			return nil
 		})
 	}

@@ -197,7 +197,7 @@ func (c *claimer) event(o fixture.Occurrence) (store.Claim, bool, error) {
 		if n := c.p.Network(c.p.Contract(t.Contract).Network); n != nil {
 			chainID = n.ChainID
 		}
-		key = chain.EventKey(int64(chainID), l.TxHash, l.Index, phase, false)
+		key = chain.EventKey(int64(chainID), l.TxHash, d.TxLogIndex, phase, false)
 	}
 	claim.TriggerKey = c.r.TriggerKey(key)
 	return claim, true, nil

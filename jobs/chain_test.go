@@ -104,7 +104,7 @@ workflows:
 	require.Len(t, runs, 2)
 	for _, r := range runs {
 		require.Equal(t, trigger.Event, r.TriggerKind)
-		require.Regexp(t, `^31337:0x[0-9a-f]{64}:\d+$`, r.TriggerKey)
+		require.Regexp(t, `^31337:0x[0-9a-f]{64}:tx\d+$`, r.TriggerKey)
 	}
 	time.Sleep(500 * time.Millisecond)
 	require.Len(t, recv.got("/deposit"), 2, "no log claimed twice")

@@ -72,11 +72,19 @@ func (e *Engine) reincluded(ctx context.Context, tx pgx.Tx, claims []store.Claim
 			lost = append(lost, c)
 		}
 	}
-	n, err := store.ReincludeRuns(ctx, tx, lost)
-	if n > 0 {
-		e.logger.Info("orphaned logs are back in the canonical chain", "runs", n)
+	back, err := store.ReincludeRuns(ctx, tx, lost)
+	if err != nil {
+		return err
 	}
-	return err
+	if back.Pending > 0 {
+		e.logger.Info("orphaned logs are back in the canonical chain", "runs", back.Pending)
+	}
+	for _, l := range back.Late {
+		if err := e.lateReinclusion(ctx, tx, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startRuns plans the beginning of fresh runs and writes it in tx: their
@@ -180,6 +188,13 @@ func (e *Engine) reopen(ctx context.Context, tx pgx.Tx, j store.Journal, id uuid
 	if err != nil {
 		return err
 	}
+	return e.resumeReopened(ctx, tx, j, run, steps)
+}
+
+// resumeReopened enqueues the reopened steps of run (a retried run or
+// response, or a stopped run whose log came back), in tx.
+func (e *Engine) resumeReopened(ctx context.Context, tx pgx.Tx, j store.Journal, run *store.Run, steps []*store.StepRun) error {
+	id := run.ID
 	journal, err := store.JournalSteps(ctx, tx, j, id)
 	if err != nil {
 		return err

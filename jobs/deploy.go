@@ -141,8 +141,9 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 }
 
 // DeployTx validates one workflow definition (YAML or JSON) against the
-// project, with the same code as `rflow validate`, and stores it. Invalid
-// input returns a *workflow.Diagnostics.
+// project, with the same code as `rflow validate`, and stores it. It is the
+// API's deploy, so the definition is untrusted: its ${VAR} references read
+// only the env: allowlist. Invalid input returns a *workflow.Diagnostics.
 func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error) {
 	wf, err := workflow.ParseWorkflow(e.project, name+".yaml", src)
 	if err != nil {
@@ -154,7 +155,7 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	if err := budgets.Declare(ctx, tx, wf); err != nil {
 		return store.Deployed{}, err
 	}
-	d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
+	d, err := store.DeployWorkflowFromAPI(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 	if err != nil {
 		return d, err
 	}

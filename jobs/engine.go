@@ -432,11 +432,15 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	if p != nil {
 		return p, nil
 	}
-	spec, err := store.WorkflowSpec(ctx, db, name, generation)
+	spec, fromAPI, err := store.WorkflowSpec(ctx, db, name, generation)
 	if err != nil {
 		return nil, err
 	}
-	wf, err := workflow.CompileSpec(e.project, spec)
+	origin := workflow.OriginFile
+	if fromAPI {
+		origin = workflow.OriginAPI
+	}
+	wf, err := workflow.CompileSpec(e.project, spec, origin)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s generation %d: %w", name, generation, err)
 	}

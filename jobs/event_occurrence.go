@@ -15,8 +15,10 @@ import (
 )
 
 // EventMeta are the log coordinates an occurrence fired by hand may set
-// besides the event's args.
-var EventMeta = []string{"block", "tx_hash", "log_index", "address"}
+// besides the event's args. tx_log_index (the log's position in its
+// transaction, 0 unless set) is the occurrence's identity with tx_hash
+// (chain.EventKey).
+var EventMeta = []string{"block", "tx_hash", "log_index", "tx_log_index", "address"}
 
 // EventFieldError is a field of an event occurrence that does not fit the
 // event: Field names it ("" when the problem is the whole occurrence).
@@ -105,6 +107,14 @@ func EventOccurrence(p *workflow.Project, wf *workflow.Workflow, fields map[stri
 		}
 		base.Address = common.HexToAddress(s)
 	}
+	var txLogIndex uint
+	if v, ok := fields["tx_log_index"]; ok {
+		i, err := workflow.ABIValue(numbersAsText(v), uint64Type)
+		if err != nil {
+			return bad("tx_log_index", "tx_log_index: %v", err)
+		}
+		txLogIndex = uint(i.(uint64))
+	}
 	l, err := ev.EncodeLog(base, args)
 	if err != nil {
 		return bad("", "%v", err)
@@ -113,6 +123,7 @@ func EventOccurrence(p *workflow.Project, wf *workflow.Workflow, fields map[stri
 	if err != nil {
 		return chain.Decoded{}, types.Log{}, fmt.Errorf("decode the synthetic log: %w", err)
 	}
+	d.TxLogIndex = txLogIndex
 	return d, l, nil
 }
 

@@ -223,6 +223,9 @@ func (c rehearsalClaimer) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store
 			return 0, fmt.Errorf("rehearsal claim: workflow %s is not the rehearsal's (%s)", cl.Workflow, r.Name())
 		}
 		cl.TriggerKey = r.TriggerKey(cl.TriggerKey)
+		if cl.LegacyKey != "" {
+			cl.LegacyKey = r.TriggerKey(cl.LegacyKey)
+		}
 		out[i] = cl
 	}
 	return c.e.ClaimTx(ctx, tx, out)

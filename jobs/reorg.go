@@ -24,13 +24,17 @@ import (
 // Once the run's ingestion has passed the fork by the network's depth, the
 // response is decided:
 //
-//   - the log was claimed again meanwhile (the same tx hash and log index
-//     are back in the canonical chain, store.ReincludeRuns): the response
-//     ends as reincluded and the held steps go on;
+//   - the log was claimed again meanwhile (the same transaction and the
+//     same position in it are back in the canonical chain, wherever they
+//     landed, store.ReincludeRuns): the response ends as reincluded and
+//     the held steps go on;
 //   - otherwise the run is stopped through CancelRun (the single path every
 //     cancellation takes) and the workflow's on_reorg: steps run as the
 //     response, through the same advance, step worker and fences as a
 //     run's steps, in the response's own journal (store.ReorgJournal).
+//
+// A log that comes back after the decision is handled by lateReinclusion
+// (reorg_late.go).
 
 // reorgPoll is how often a pending response checks whether its fork has
 // reached the network's depth.
@@ -60,6 +64,13 @@ type reorgWorker struct {
 // transaction) and enqueues the jobs that decide them.
 func (e *Engine) onReorg(ctx context.Context, tx pgx.Tx, r chain.Reorg) error {
 	e.logger.Warn("reorg", "chain_id", r.ChainID, "fork_block", r.ForkBlock, "depth", r.Depth, "orphaned_runs", len(r.OrphanedRuns))
+	// A replaced chain (fork 0: another genesis) is not this chain: its
+	// sends are not sent again there.
+	if e.relayer != nil && r.ForkBlock > 0 {
+		if _, err := e.relayer.Retrack(ctx, tx, r.ChainID, r.ForkBlock); err != nil {
+			return err
+		}
+	}
 	conf := workflow.DefaultConfirmations
 	for _, n := range e.project.Networks {
 		if int64(n.ChainID) == r.ChainID {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -79,7 +81,6 @@ type reorgBundle struct {
 // yaml.
 func newReorgBundle(t *testing.T, yaml func(*anviltest.Node, *anviltest.Emitter, *receiver) string) *reorgBundle {
 	t.Helper()
-	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{})
 	em := anviltest.DeployEmitter(t, node)
 	recv := newReceiver(t)
@@ -91,32 +92,43 @@ func newReorgBundle(t *testing.T, yaml func(*anviltest.Node, *anviltest.Emitter,
 		return os.LookupEnv(k)
 	})
 	pool, e := deployed(t, project)
+	runChain(t, pool, e)
+	return &reorgBundle{pool: pool, node: node, em: em, recv: recv, ops: ops}
+}
+
+// runChain runs the chain service of e's project, claiming through e, until
+// the test ends.
+func runChain(t *testing.T, pool *pgxpool.Pool, e *jobs.Engine) {
+	t.Helper()
+	ctx := context.Background()
 	svc, err := chain.NewService(ctx, pool, e, e.ChainConfig(), nil)
 	require.NoError(t, err)
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = svc.Run(sctx) }()
 	t.Cleanup(func() { cancel(); <-done; svc.Close() })
-	return &reorgBundle{pool: pool, node: node, em: em, recv: recv, ops: ops}
 }
 
-// mining mines a block every 150ms until the test ends: the fork reaches
-// the network's depth and sends confirm.
-func (b *reorgBundle) mining(t *testing.T) {
-	stop := make(chan struct{})
+// mining mines a block every 150ms until the test ends or stop is
+// called: the fork reaches the network's depth and sends confirm.
+func (b *reorgBundle) mining(t *testing.T) (stop func()) {
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-time.After(150 * time.Millisecond):
 				b.node.Call(nil, "anvil_mine", hexutil.Uint64(1))
 			}
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func (b *reorgBundle) count(t *testing.T, q string, args ...any) int {

@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -105,11 +103,7 @@ func (e *Engine) roundTrip(ctx context.Context, req request, timeout time.Durati
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s %s: read response: %w", req.method, redact.URL(req.url), redact.Error(err))
 	}
-	out := map[string]any{
-		"status":  int64(resp.StatusCode),
-		"headers": flatHeaders(resp.Header),
-		"body":    decodeBody(resp.Header.Get("Content-Type"), raw),
-	}
+	out := responseOutput(resp.StatusCode, resp.Header, raw)
 	if !expect(resp.StatusCode) {
 		return out, resp.StatusCode, fmt.Errorf("%s %s: unexpected status %d%s", req.method, redact.URL(req.url), resp.StatusCode, errorBody(raw))
 	}
@@ -214,16 +208,6 @@ func retryStatus(s *workflow.Step, code int) bool {
 	return s.Retry.RetryStatus(code)
 }
 
-func flatHeaders(h http.Header) map[string]any {
-	out := make(map[string]any, len(h))
-	for k, v := range h {
-		if len(v) > 0 {
-			out[http.CanonicalHeaderKey(k)] = v[0]
-		}
-	}
-	return out
-}
-
 // maxErrorBody caps how much of a failed response's body its step's
 // journaled error quotes: enough to read a receiver's error message.
 const maxErrorBody = 4 << 10
@@ -237,25 +221,13 @@ func errorBody(raw []byte) string {
 		return " (empty body)"
 	}
 	if len(b) <= maxErrorBody {
-		return ": " + strings.ToValidUTF8(string(b), "\uFFFD")
+		return ": " + printable(b)
 	}
 	cut := maxErrorBody
 	for cut > 0 && !utf8.RuneStart(b[cut]) {
 		cut--
 	}
-	return fmt.Sprintf(": %s… (%d of %d bytes)", strings.ToValidUTF8(string(b[:cut]), "\uFFFD"), cut, len(raw))
-}
-
-// decodeBody keeps JSON responses structured (with exact big integers), and
-// anything else as text.
-func decodeBody(contentType string, raw []byte) any {
-	mt, _, _ := mime.ParseMediaType(contentType)
-	if mt == "application/json" || (len(mt) > 5 && mt[len(mt)-5:] == "+json") {
-		if v, err := workflow.UnmarshalJSON(raw); err == nil {
-			return v
-		}
-	}
-	return string(raw)
+	return fmt.Sprintf(": %s… (%d of %d bytes)", printable(b[:cut]), cut, len(raw))
 }
 
 // execHTTP performs an http_call or notify attempt. The fault points

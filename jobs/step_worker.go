@@ -50,33 +50,10 @@ type stepWorker struct {
 // row and attempt were made durable in the transaction that enqueued this
 // job, so the effect is never the first trace of the step.
 func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
-	e, args := w.e, job.Args
-	run, journal, err := store.LoadJournal(ctx, e.pool, args.journal(), args.RunID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	e := w.e
+	run, journal, step, err := e.loadStep(ctx, job.Args)
+	if err != nil || step == nil {
 		return err
-	}
-	if run.Generation != args.Generation || run.Attempt != args.RunAttempt || run.Status.Terminal() {
-		e.stale("run moved on", args, run.Status)
-		return nil
-	}
-	step := findStep(journal, args.StepKey)
-	if step == nil {
-		e.stale("step not journaled", args, run.Status)
-		return nil
-	}
-	if step.Attempt != args.Attempt {
-		e.stale("step attempt moved on", args, step.Status)
-		return nil
-	}
-	switch step.Status {
-	case store.StepQueued, store.StepRetrying, store.StepWaiting:
-	default:
-		// Completed (its successor was enqueued in the same commit),
-		// failed, skipped or cancelled: nothing left to do.
-		return nil
 	}
 	if run.OrphanedAt != nil && run.Journal == store.RunJournal {
 		// The run's log left the canonical chain: it stops at this step
@@ -103,7 +80,13 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 	}
 	out.started = started
 	if err := e.settle(ctx, job, a, at, out); err != nil {
-		return err
+		if !e.isEffect(at.l.n.step.Kind) {
+			return err
+		}
+		out, err = e.settleFailed(ctx, job, out, err)
+		if err != nil {
+			return err
+		}
 	}
 	e.faults.Hit(FaultAfterOutcome) // River's completer has not completed the job yet
 	e.observeOutcome(at.l.n.step.Kind, out, out.retryable && at.l.n.step.Retry.CanRetry(step.Attempt))
@@ -111,6 +94,39 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 		e.faults.Hit(FaultMidForeach)
 	}
 	return nil
+}
+
+// loadStep loads the run and journal of a step job and returns its step,
+// or a nil step when the job is stale: the run is gone, moved on or over,
+// or the step is at another attempt or already settled.
+func (e *Engine) loadStep(ctx context.Context, args StepArgs) (*store.Run, []*store.StepRun, *store.StepRun, error) {
+	run, journal, err := store.LoadJournal(ctx, e.pool, args.journal(), args.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if run.Generation != args.Generation || run.Attempt != args.RunAttempt || run.Status.Terminal() {
+		e.stale("run moved on", args, run.Status)
+		return nil, nil, nil, nil
+	}
+	step := findStep(journal, args.StepKey)
+	if step == nil {
+		e.stale("step not journaled", args, run.Status)
+		return nil, nil, nil, nil
+	}
+	if step.Attempt != args.Attempt {
+		e.stale("step attempt moved on", args, step.Status)
+		return nil, nil, nil, nil
+	}
+	switch step.Status {
+	case store.StepQueued, store.StepRetrying, store.StepWaiting:
+		return run, journal, step, nil
+	}
+	// Completed (its successor was enqueued in the same commit), failed,
+	// skipped or cancelled: nothing left to do.
+	return nil, nil, nil, nil
 }
 
 // settle commits an attempt's outcome in one transaction: the step's

@@ -138,8 +138,8 @@ func TestFailingWhereIsAFailedRunAndRetryReevaluates(t *testing.T) {
 		require.Equal(t, *r.Error, *steps["trigger"].Error)
 		byTx[r.TriggerKey] = r
 	}
-	runA := byTx[chain.EventKey(31337, a.TxHash, a.Logs[0].Index, chain.PhaseConfirmed, false)]
-	runB := byTx[chain.EventKey(31337, b.TxHash, b.Logs[0].Index, chain.PhaseConfirmed, false)]
+	runA := byTx[chain.EventKey(31337, a.TxHash, 0, chain.PhaseConfirmed, false)]
+	runB := byTx[chain.EventKey(31337, b.TxHash, 0, chain.PhaseConfirmed, false)]
 	require.NotNil(t, runA)
 	require.NotNil(t, runB)
 

@@ -420,3 +420,45 @@ workflows:
 	require.Positive(t, counts[string(store.WaitMatched)], "some matches came before the deadline")
 	require.Positive(t, counts[string(store.WaitTimedOut)], "some deadlines came before the match")
 }
+
+// TestWaitForMatchFollowsItsLog: a wait armed with a Claimed log whose
+// transaction a reorg mines again behind another transaction's logs is
+// the same match in its new place: the same tx_hash and tx_log_index (read
+// from the receipt: the transaction is not its block's first), a new block
+// and log_index, and the run settles once on it.
+func TestWaitForMatchFollowsItsLog(t *testing.T) {
+	t.Parallel()
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	other := anviltest.DeployEmitterWith(t, node, 2)
+	recv := newReceiver(t)
+	pool, _ := chainBundle(t, sagaProject(node, em, recv, "head", "confirmations: 4"))
+	em.Deposit(11)
+	node.Mine(1)
+	run := onlyRun(t, pool, "saga")
+	eventuallyWait(t, pool, run.ID, store.WaitWaiting)
+	filler := other.EmitMany(2, 100)
+	claim := em.Transact("claim", big.NewInt(11))
+	require.Equal(t, uint(0), claim.Logs[0].Index, "first claimed alone in its block")
+	eventuallyWait(t, pool, run.ID, store.WaitArmed)
+
+	node.ReorgWith(2, anviltest.ReorgTx{Raw: node.RawTx(filler.TxHash)}, anviltest.ReorgTx{Raw: node.RawTx(claim.TxHash)})
+	moved, err := node.Client().TransactionReceipt(context.Background(), claim.TxHash)
+	require.NoError(t, err)
+	require.Equal(t, uint(2), moved.Logs[0].Index, "behind the filler's two logs")
+	node.Mine(5)
+	b := &testBundle{pool: pool, recv: recv}
+	require.Equal(t, store.RunCompleted, b.waitRun(t, run.ID).Status)
+	var out struct {
+		TxHash     string `json:"tx_hash"`
+		Block      int64  `json:"block"`
+		LogIndex   uint   `json:"log_index"`
+		TxLogIndex uint   `json:"tx_log_index"`
+	}
+	require.NoError(t, json.Unmarshal(b.steps(t, run.ID)["claimed"].Output, &out))
+	require.Equal(t, claim.TxHash.Hex(), out.TxHash)
+	require.Equal(t, uint(0), out.TxLogIndex, "its position in its transaction")
+	require.Equal(t, moved.BlockNumber.Int64(), out.Block, "where it is now")
+	require.Equal(t, uint(2), out.LogIndex)
+	require.Len(t, recv.got("/claimed"), 1)
+}

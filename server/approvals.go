@@ -66,8 +66,9 @@ type approvalResponse struct {
 // decisionRequest is the optional body of POST /v1/approvals/{id}/approve
 // and /reject.
 type decisionRequest struct {
-	// By names who decided (default "api"); it is recorded with the
-	// decision and shown by runs show.
+	// By is accepted for compatibility and ignored: the decider recorded
+	// is the name of the token that sent the decision, which a caller
+	// cannot choose.
 	By     string `json:"by"`
 	Reason string `json:"reason"`
 }
@@ -131,9 +132,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 					message: fmt.Sprintf("the body must be a JSON object {\"by\": \"…\", \"reason\": \"…\"}: %v", orTrailing(err))}
 			}
 		}
-		if req.By == "" {
-			req.By = "api"
-		}
 		ref, aerr := approvalRef(r)
 		if aerr != nil {
 			return 0, nil, aerr
@@ -142,7 +140,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		if err != nil {
 			return 0, nil, approvalLookupError(err)
 		}
-		ap, err = s.engine.DecideApprovalTx(ctx, tx, ap.ID, store.ApprovalDecision{Approve: approve, By: req.By, Reason: req.Reason})
+		ap, err = s.engine.DecideApprovalTx(ctx, tx, ap.ID, store.ApprovalDecision{Approve: approve, By: principal(r).Name, Reason: req.Reason})
 		var conflict *store.ApprovalConflictError
 		if errors.As(err, &conflict) {
 			return 0, nil, &apiError{status: http.StatusConflict, code: "approval_conflict", message: conflict.Msg,

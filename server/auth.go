@@ -1,52 +1,65 @@
 package server
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
+
+	"github.com/rflow-dev/rflow/server/access"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
-// requireToken guards the command API and River UI with the API token.
-// Without a configured token they are off (503), so a forgotten
-// RFLOW_API_TOKEN can never leave them open.
-func (s *Server) requireToken(next http.Handler) http.Handler {
+// requireRole guards an endpoint of the command API: the request must
+// carry an API token (or, from the run console in process, its session's
+// principal) that holds role. Without any configured token the API is off
+// (503), so a forgotten RFLOW_API_TOKEN can never leave it open; no or a
+// wrong token is 401; a token without role is 403 naming the role.
+func (s *Server) requireRole(role workflow.Role, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.token == "" {
+		if !s.keyring.Enabled() {
 			writeError(w, &apiError{status: http.StatusServiceUnavailable, code: "api_disabled",
-				message: "the command API is disabled: start rflow with RFLOW_API_TOKEN set to enable it"})
+				message: "the command API is disabled: start rflow with RFLOW_API_TOKEN set (or api: tokens: in the project file) to enable it"})
 			return
 		}
-		if !s.authorized(r) {
+		p, ok := access.FromContext(r.Context())
+		if !ok {
+			p, ok = s.bearer(r)
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rflow"`)
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: "unauthorized",
-				message: "missing or wrong bearer token: send Authorization: Bearer $RFLOW_API_TOKEN"})
+				message: "missing or wrong bearer token: send Authorization: Bearer <token> (RFLOW_API_TOKEN or one of api: tokens:)"})
 			return
 		}
-		next.ServeHTTP(w, r)
+		if !p.Has(role) {
+			writeError(w, forbidden(p, role))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(access.WithPrincipal(r.Context(), p)))
 	})
 }
 
-// authorized reports whether r carries the API token. It is the one
-// credential check of every guarded endpoint: a browser session (the run
-// console's cookie) is accepted by extending it here.
-func (s *Server) authorized(r *http.Request) bool {
-	if s.token == "" {
-		return false
+// bearer is the principal of the request's Authorization: Bearer token.
+func (s *Server) bearer(r *http.Request) (access.Principal, bool) {
+	token, ok := access.BearerToken(r)
+	if !ok {
+		return access.Principal{}, false
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && s.tokenMatches(strings.TrimSpace(got))
+	return s.keyring.Lookup(token)
 }
 
-// tokenMatches compares digests, so the comparison takes the same time
-// whatever the length of the presented token.
-func (s *Server) tokenMatches(got string) bool {
-	want := sha256.Sum256([]byte(s.token))
-	digest := sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(digest[:], want[:]) == 1
+// forbidden is the 403 of a token that lacks role.
+func forbidden(p access.Principal, role workflow.Role) *apiError {
+	return &apiError{status: http.StatusForbidden, code: "forbidden",
+		message: fmt.Sprintf("this request needs the %s role; token %s holds %s", role, p.Name, p.RoleList()),
+		details: map[string]any{"required_role": role, "token": p.Name, "roles": p.Roles}}
+}
+
+// principal is who the guarded request acts as (requireRole put it there).
+func principal(r *http.Request) access.Principal {
+	p, _ := access.FromContext(r.Context())
+	return p
 }
 
 // readBody reads the whole body up to the server's limit: 413 beyond it.

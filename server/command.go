@@ -118,6 +118,9 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 		ttl = s.autoTTL
 	}
 	body, aerr := s.readBody(w, r)
+	if aerr == nil {
+		aerr = checkInput(r, body)
+	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return

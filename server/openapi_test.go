@@ -12,7 +12,8 @@ import (
 )
 
 // TestOpenAPIMatchesRoutes keeps docs/openapi.yaml honest: it documents
-// exactly the (method, path) pairs the server registers, and every path
+// exactly the (method, path) pairs the server registers, each with the role
+// it needs (x-rflow-role) and, when it needs one, its 403; and every path
 // parameter of a route is declared.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	t.Parallel()
@@ -26,6 +27,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 				In   string `yaml:"in"`
 			} `yaml:"parameters"`
 			Responses map[string]any `yaml:"responses"`
+			Role      string         `yaml:"x-rflow-role"`
 		} `yaml:"paths"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
@@ -34,8 +36,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	var documented []string
 	for path, ops := range doc.Paths {
 		for method, op := range ops {
-			documented = append(documented, strings.ToUpper(method)+" "+path)
+			documented = append(documented, strings.ToUpper(method)+" "+path+" "+op.Role)
 			require.NotEmpty(t, op.Responses, "%s %s documents no response", method, path)
+			_, has403 := op.Responses["403"]
+			require.Equal(t, op.Role != "", has403, "%s %s: a 403 exactly when it needs a role", method, path)
 			for _, m := range regexp.MustCompile(`\{(\w+)\}`).FindAllStringSubmatch(path, -1) {
 				found := false
 				for _, p := range op.Parameters {
@@ -47,7 +51,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	var registered []string
 	for _, rt := range (&Server{}).routes() {
-		registered = append(registered, rt.Method+" "+rt.Pattern)
+		registered = append(registered, rt.Method+" "+rt.Pattern+" "+string(rt.Role))
 	}
 	sort.Strings(documented)
 	sort.Strings(registered)

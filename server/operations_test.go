@@ -223,7 +223,8 @@ func TestMetricsAfterRealRuns(t *testing.T) {
 }
 
 // TestRiverUIBehindToken: River UI's API lists rflow's step jobs with the
-// token and refuses without it; its pages are served under /riverui/.
+// token and refuses without it; its pages are served under /riverui/, and
+// a browser without a session is sent to the console's login.
 func TestRiverUIBehindToken(t *testing.T) {
 	t.Parallel()
 	c := newCalls(t)
@@ -233,8 +234,13 @@ func TestRiverUIBehindToken(t *testing.T) {
 	r := b.get(t, "/riverui/api/jobs?state=completed", false)
 	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
 	require.Equal(t, "unauthorized", r.errorCode(t))
-	r = b.get(t, "/riverui/", false)
-	require.Equal(t, http.StatusUnauthorized, r.status)
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodGet, b.base+"/riverui/", nil)
+	require.NoError(t, err)
+	res, err := http.DefaultTransport.RoundTrip(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/ui/login?next=%2Friverui%2F", res.Header.Get("Location"))
 
 	// River's completer marks the step's job completed just after the
 	// worker returns, so it can trail the run's own completion.

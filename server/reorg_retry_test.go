@@ -50,7 +50,7 @@ workflows:
 	const fork = 5
 	var runID uuid.UUID
 	require.NoError(t, pgx.BeginFunc(b.ctx, b.pool, func(tx pgx.Tx) error {
-		if _, err := b.engine.ClaimTx(b.ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: "31337:0x" + fmt.Sprintf("%064x", 1) + ":0",
+		if _, err := b.engine.ClaimTx(b.ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: "31337:0x" + fmt.Sprintf("%064x", 1) + ":tx0",
 			TriggerKind: "event", Trigger: []byte(`{"event": {"amount": 3}, "block": 5, "phase": "head"}`),
 			ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {
 			return err

@@ -83,6 +83,12 @@ func (s *Server) manualWorkflow(ctx context.Context, name string) error {
 		return &apiError{status: http.StatusNotFound, code: "not_found",
 			message: fmt.Sprintf("no workflow %q is deployed (deploy it with PUT /v1/workflows/%s or rflow workflows deploy)", name, name)}
 	}
+	if diags, ok := asDiagnostics(err); ok {
+		// The current generation no longer compiles: an API deploy made
+		// before its ${VAR} rule, or a project that changed under it.
+		return &apiError{status: http.StatusConflict, code: "invalid_definition",
+			message: fmt.Sprintf("the deployed definition of %s does not compile (%s); deploy a fixed one", name, diags.Error())}
+	}
 	if err != nil {
 		return fmt.Errorf("workflow %s: %w", name, err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
+	"github.com/rflow-dev/rflow/server/access"
 	"github.com/rflow-dev/rflow/server/console"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -67,9 +68,17 @@ type Config struct {
 	Pool   *pgxpool.Pool
 	Engine Engine
 	Logger *slog.Logger
-	// APIToken is the bearer token of the command API (RFLOW_API_TOKEN).
-	// Empty disables /v1: every request there is refused with 503.
+	// APIToken is the full-access bearer token (RFLOW_API_TOKEN): it holds
+	// every role.
 	APIToken string
+	// Tokens are the project's scoped tokens (api: tokens:), each with its
+	// roles. Without APIToken and Tokens, /v1, the console and River UI are
+	// disabled: every request there is refused with 503.
+	Tokens []*workflow.APIToken
+	// Proxies are the trusted reverse proxies (--trusted-proxy): their
+	// X-Forwarded-Proto makes the console's cookie Secure, and their
+	// X-Forwarded-For names the client the login throttle counts.
+	Proxies *access.Proxies
 	// BodyLimit caps request bodies (DefaultBodyLimit when zero); larger
 	// bodies get 413 and change nothing.
 	BodyLimit int64
@@ -82,11 +91,13 @@ type Config struct {
 	// the project's idempotency: block or its flags.
 	AutoTTL time.Duration
 	// River is the engine's River client (jobs.Engine.Client()); when set,
-	// River UI is served at /riverui/ behind the API token.
+	// River UI is served at /riverui/ behind the API tokens and the
+	// console's session (riverui.go).
 	River *river.Client[pgx.Tx]
-	// Metrics, when set, is served at /metrics without the token: it
+	// Metrics, when set, is served at /metrics without a token: it
 	// exposes counts under project names, never run data (see
-	// docs/operations.md).
+	// docs/operations.md). rflow start --metrics-addr serves it on a
+	// listener of its own instead and leaves this nil.
 	Metrics http.Handler
 	// ReadyStall makes /readyz fail when a watched network's head has not
 	// advanced for this long, or a watched cursor left a new block
@@ -101,7 +112,9 @@ type Server struct {
 	pool      *pgxpool.Pool
 	engine    Engine
 	logger    *slog.Logger
-	token     string
+	keyring   *access.Keyring
+	proxies   *access.Proxies
+	console   *console.Console
 	bodyLimit int64
 	clientTTL time.Duration
 	autoTTL   time.Duration
@@ -130,7 +143,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: an engine is required")
 	}
 	s := &Server{
-		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, token: cfg.APIToken,
+		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, keyring: access.NewKeyring(cfg.APIToken, cfg.Tokens),
+		proxies:   cfg.Proxies,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
 		readyStall: cfg.ReadyStall, watch: cfg.Watch, started: time.Now(),
 	}
@@ -162,6 +176,20 @@ func New(cfg Config) (*Server, error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, rt.handler)
 	}
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	s.mux.HandleFunc("/", s.notFound)
+	s.handler = s.recoverPanics(s.mux)
+	// The run console's buttons send their commands through this same
+	// handler, so they share the API's ledger, checks and roles.
+	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
+		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil})
+	if err != nil {
+		return nil, err
+	}
+	s.console = ui
+	s.mux.Handle(console.Prefix, ui)
 	if cfg.River != nil {
 		h, err := s.newRiverUI(cfg.River)
 		if err != nil {
@@ -170,19 +198,6 @@ func New(cfg Config) (*Server, error) {
 		s.riverUI = h
 		s.mountRiverUI(h)
 	}
-	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", cfg.Metrics)
-	}
-	s.mux.HandleFunc("/", s.notFound)
-	s.handler = s.recoverPanics(s.mux)
-	// The run console's buttons send their commands through this same
-	// handler, so they share the API's ledger and checks.
-	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
-		Token: cfg.APIToken, Logger: s.logger})
-	if err != nil {
-		return nil, err
-	}
-	s.mux.Handle(console.Prefix, ui)
 	return s, nil
 }
 
@@ -190,32 +205,39 @@ func New(cfg Config) (*Server, error) {
 type route struct {
 	Method  string
 	Pattern string // net/http pattern path, e.g. /v1/runs/{id}
+	// Role is what a token needs to call it ("" for the public endpoints:
+	// health probes and webhooks, which carry their own signature).
+	Role    workflow.Role
 	handler http.Handler
 }
 
-// routes is the one list of JSON endpoints: New registers it and the
-// OpenAPI test compares it with docs/openapi.yaml. River UI and /metrics
-// are mounted beside them (they speak their own formats).
+// routes is the one list of JSON endpoints: New registers it, and the
+// OpenAPI test compares it (roles included) with docs/openapi.yaml. River
+// UI and /metrics are mounted beside them (they speak their own formats).
 func (s *Server) routes() []route {
-	v1 := func(h http.HandlerFunc) http.Handler { return s.requireToken(h) }
+	public := func(m, p string, h http.HandlerFunc) route { return route{m, p, "", h} }
+	guarded := func(m, p string, role workflow.Role, h http.HandlerFunc) route {
+		return route{m, p, role, s.requireRole(role, h)}
+	}
+	read, deploy, operate, approve := workflow.RoleRead, workflow.RoleDeploy, workflow.RoleOperate, workflow.RoleApprove
 	return []route{
-		{http.MethodGet, "/healthz", http.HandlerFunc(s.healthz)},
-		{http.MethodGet, "/readyz", http.HandlerFunc(s.readyz)},
-		{http.MethodPost, "/hooks/{workflow}", http.HandlerFunc(s.webhook)},
-		{http.MethodGet, "/v1/workflows", v1(s.listWorkflows)},
-		{http.MethodGet, "/v1/workflows/{name}", v1(s.getWorkflow)},
-		{http.MethodPut, "/v1/workflows/{name}", v1(s.deployWorkflow)},
-		{http.MethodPost, "/v1/workflows/{name}/pause", v1(s.pauseWorkflow)},
-		{http.MethodPost, "/v1/workflows/{name}/resume", v1(s.resumeWorkflow)},
-		{http.MethodPost, "/v1/workflows/{name}/runs", v1(s.startRun)},
-		{http.MethodGet, "/v1/runs", v1(s.listRuns)},
-		{http.MethodGet, "/v1/runs/{id}", v1(s.getRun)},
-		{http.MethodPost, "/v1/runs/{id}/retry", v1(s.retryRun)},
-		{http.MethodPost, "/v1/runs/{id}/cancel", v1(s.cancelRun)},
-		{http.MethodGet, "/v1/approvals", v1(s.listApprovals)},
-		{http.MethodGet, "/v1/approvals/{id}", v1(s.getApproval)},
-		{http.MethodPost, "/v1/approvals/{id}/approve", v1(s.approve)},
-		{http.MethodPost, "/v1/approvals/{id}/reject", v1(s.reject)},
+		public(http.MethodGet, "/healthz", s.healthz),
+		public(http.MethodGet, "/readyz", s.readyz),
+		public(http.MethodPost, "/hooks/{workflow}", s.webhook),
+		guarded(http.MethodGet, "/v1/workflows", read, s.listWorkflows),
+		guarded(http.MethodGet, "/v1/workflows/{name}", read, s.getWorkflow),
+		guarded(http.MethodPut, "/v1/workflows/{name}", deploy, s.deployWorkflow),
+		guarded(http.MethodPost, "/v1/workflows/{name}/pause", operate, s.pauseWorkflow),
+		guarded(http.MethodPost, "/v1/workflows/{name}/resume", operate, s.resumeWorkflow),
+		guarded(http.MethodPost, "/v1/workflows/{name}/runs", operate, s.startRun),
+		guarded(http.MethodGet, "/v1/runs", read, s.listRuns),
+		guarded(http.MethodGet, "/v1/runs/{id}", read, s.getRun),
+		guarded(http.MethodPost, "/v1/runs/{id}/retry", operate, s.retryRun),
+		guarded(http.MethodPost, "/v1/runs/{id}/cancel", operate, s.cancelRun),
+		guarded(http.MethodGet, "/v1/approvals", read, s.listApprovals),
+		guarded(http.MethodGet, "/v1/approvals/{id}", read, s.getApproval),
+		guarded(http.MethodPost, "/v1/approvals/{id}/approve", approve, s.approve),
+		guarded(http.MethodPost, "/v1/approvals/{id}/reject", approve, s.reject),
 	}
 }
 

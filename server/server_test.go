@@ -44,6 +44,7 @@ workflows:
     trigger:
       webhook:
         secret: ` + hookSecret + `
+        signed_headers: [x-idempotency-key]
         idempotency_key: "${{ headers['x-idempotency-key'] }}"
     steps:
       - id: park
@@ -87,11 +88,19 @@ func setup(t *testing.T, configure ...func(*server.Config)) *testBundle {
 // With start the engine also executes runs.
 func newBundle(t *testing.T, project string, start bool, configure ...func(*server.Config)) *testBundle {
 	t.Helper()
+	return newBundleEnv(t, project, nil, start, configure...)
+}
+
+// newBundleEnv is newBundle with env as the process environment the
+// project (and definitions deployed through the API) resolve ${VAR} in;
+// the project's api: tokens: are served.
+func newBundleEnv(t *testing.T, project string, env map[string]string, start bool, configure ...func(*server.Config)) *testBundle {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(project), 0o600))
-	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	p, err := workflow.Load(path, workflow.LoadOptions{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	require.NoError(t, err)
 
 	url := storetest.URL(t)
@@ -119,7 +128,7 @@ func newBundle(t *testing.T, project string, start bool, configure ...func(*serv
 		})
 	}
 
-	cfg := server.Config{Pool: pool, Engine: engine, APIToken: testToken}
+	cfg := server.Config{Pool: pool, Engine: engine, APIToken: testToken, Tokens: p.APITokens}
 	for _, c := range configure {
 		c(&cfg)
 	}
@@ -177,16 +186,26 @@ func (b *testBundle) api(t *testing.T, method, path, key string, body []byte) re
 	return b.do(t, method, path, body, h)
 }
 
-// signed returns the headers of a correctly signed webhook post.
-func signed(body []byte, extra map[string]string) map[string]string {
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	h := map[string]string{
-		signature.HeaderTimestamp: ts,
-		signature.HeaderSignature: signature.Sign(hookSecret, ts, body),
-		"Content-Type":            "application/json",
-	}
+// signed returns the headers of a correctly signed (v2) post to path.
+func signed(path string, body []byte, extra map[string]string) map[string]string {
+	return signedWith(hookSecret, path, body, time.Now(), extra)
+}
+
+// signedWith signs a post to path with secret at a time: the v2 scheme,
+// covering X-Idempotency-Key when extra sets it.
+func signedWith(secret, path string, body []byte, at time.Time, extra map[string]string) map[string]string {
+	req := httptest.NewRequest(http.MethodPost, path, nil)
+	var names []string
 	for k, v := range extra {
-		h[k] = v
+		req.Header.Set(k, v)
+		if strings.EqualFold(k, "X-Idempotency-Key") {
+			names = append(names, k)
+		}
+	}
+	signature.SignRequest(req, secret, body, names, at)
+	h := map[string]string{"Content-Type": "application/json"}
+	for k := range req.Header {
+		h[k] = req.Header.Get(k)
 	}
 	return h
 }
@@ -228,7 +247,7 @@ func TestWebhookConcurrentDuplicatesMakeOneRun(t *testing.T) {
 	body := []byte(`{"amount": 115792089237316195423570985008687907853269984665640564039457584007913129639935}`)
 
 	replies := concurrently(50, func() reply {
-		return b.do(t, http.MethodPost, "/hooks/keyed", body, signed(body, map[string]string{"X-Idempotency-Key": "evt-1"}))
+		return b.do(t, http.MethodPost, "/hooks/keyed", body, signed("/hooks/keyed", body, map[string]string{"X-Idempotency-Key": "evt-1"}))
 	})
 
 	require.Equal(t, 1, b.runs(t), "50 identical posts, one run")
@@ -268,8 +287,7 @@ func TestWebhookRejectionsStoreNothing(t *testing.T) {
 	b := setup(t, func(c *server.Config) { c.BodyLimit = 1024 })
 	body := []byte(`{"ok": true}`)
 	key := map[string]string{"X-Idempotency-Key": "k"}
-	old := strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)
-	future := strconv.FormatInt(time.Now().Add(6*time.Minute).Unix(), 10)
+	old, future := time.Now().Add(-6*time.Minute), time.Now().Add(6*time.Minute)
 	big := []byte(`{"pad": "` + strings.Repeat("x", 2048) + `"}`)
 	malformed := []byte(`{"ok": tru`)
 
@@ -282,26 +300,22 @@ func TestWebhookRejectionsStoreNothing(t *testing.T) {
 		code   string
 	}{
 		{"missing signature", "/hooks/keyed", body, key, http.StatusUnauthorized, "bad_signature"},
-		{"wrong secret", "/hooks/keyed", body, map[string]string{
-			signature.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10),
-			signature.HeaderSignature: signature.Sign("not-the-secret", strconv.FormatInt(time.Now().Unix(), 10), body),
-			"X-Idempotency-Key":       "k"}, http.StatusUnauthorized, "bad_signature"},
-		{"signature of another body", "/hooks/keyed", body, signed([]byte(`{"ok": false}`), key), http.StatusUnauthorized, "bad_signature"},
-		{"stale timestamp", "/hooks/keyed", body, map[string]string{
-			signature.HeaderTimestamp: old, signature.HeaderSignature: signature.Sign(hookSecret, old, body), "X-Idempotency-Key": "k"},
+		{"wrong secret", "/hooks/keyed", body, signedWith("not-the-secret", "/hooks/keyed", body, time.Now(), key),
 			http.StatusUnauthorized, "bad_signature"},
-		{"future timestamp", "/hooks/keyed", body, map[string]string{
-			signature.HeaderTimestamp: future, signature.HeaderSignature: signature.Sign(hookSecret, future, body), "X-Idempotency-Key": "k"},
+		{"signature of another body", "/hooks/keyed", body, signed("/hooks/keyed", []byte(`{"ok": false}`), key), http.StatusUnauthorized, "bad_signature"},
+		{"stale timestamp", "/hooks/keyed", body, signedWith(hookSecret, "/hooks/keyed", body, old, key),
+			http.StatusUnauthorized, "bad_signature"},
+		{"future timestamp", "/hooks/keyed", body, signedWith(hookSecret, "/hooks/keyed", body, future, key),
 			http.StatusUnauthorized, "bad_signature"},
 		{"garbage signature", "/hooks/keyed", body, map[string]string{
 			signature.HeaderTimestamp: strconv.FormatInt(time.Now().Unix(), 10), signature.HeaderSignature: "sha256=zz"},
 			http.StatusUnauthorized, "bad_signature"},
-		{"oversized", "/hooks/keyed", big, signed(big, key), http.StatusRequestEntityTooLarge, "body_too_large"},
+		{"oversized", "/hooks/keyed", big, signed("/hooks/keyed", big, key), http.StatusRequestEntityTooLarge, "body_too_large"},
 		{"oversized unsigned", "/hooks/open", big, nil, http.StatusRequestEntityTooLarge, "body_too_large"},
-		{"malformed json", "/hooks/keyed", malformed, signed(malformed, key), http.StatusBadRequest, "malformed_json"},
+		{"malformed json", "/hooks/keyed", malformed, signed("/hooks/keyed", malformed, key), http.StatusBadRequest, "malformed_json"},
 		{"malformed json unsigned", "/hooks/open", malformed, nil, http.StatusBadRequest, "malformed_json"},
 		{"empty body", "/hooks/open", nil, nil, http.StatusBadRequest, "malformed_json"},
-		{"missing idempotency key", "/hooks/keyed", body, signed(body, nil), http.StatusBadRequest, "missing_idempotency_key"},
+		{"missing idempotency key", "/hooks/keyed", body, signed("/hooks/keyed", body, map[string]string{"X-Idempotency-Key": ""}), http.StatusBadRequest, "missing_idempotency_key"},
 		{"unknown workflow", "/hooks/nope", body, nil, http.StatusNotFound, "not_found"},
 		{"not a webhook workflow", "/hooks/manual", body, nil, http.StatusNotFound, "not_found"},
 	}
@@ -315,7 +329,7 @@ func TestWebhookRejectionsStoreNothing(t *testing.T) {
 	require.Zero(t, b.ledger(t), "no rejected request recorded a key")
 
 	// The same request, signed, goes through.
-	r := b.do(t, http.MethodPost, "/hooks/keyed", body, signed(body, key))
+	r := b.do(t, http.MethodPost, "/hooks/keyed", body, signed("/hooks/keyed", body, key))
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 	require.Equal(t, 1, b.runs(t))
 }

@@ -121,7 +121,9 @@ type Response struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	Steps      []*Step    `json:"steps"`
+	// ReincludedAt: the log came back after the response was decided.
+	ReincludedAt *time.Time `json:"reincluded_at,omitempty"`
+	Steps        []*Step    `json:"steps"`
 }
 
 // NewResponses is the view of a run's on_reorg responses with their
@@ -131,7 +133,8 @@ func NewResponses(rs []store.ResponseJournal) []*Response {
 	for i, r := range rs {
 		out[i] = &Response{ID: r.ID, RunID: r.RunID, ChainID: r.ChainID, ForkBlock: r.ForkBlock, Depth: r.Depth,
 			OldHash: r.OldHash, NewHash: r.NewHash, DecideAt: r.DecideAt, Status: string(r.Status), Error: r.Error,
-			CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Steps: NewSteps(r.Steps)}
+			CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, ReincludedAt: r.ReincludedAt,
+			Steps: NewSteps(r.Steps)}
 	}
 	return out
 }

@@ -40,7 +40,8 @@ type webhookResponse struct {
 
 // webhook claims a run for one signed POST. Checks run cheapest first and
 // nothing is stored unless every one passes: known webhook workflow (404),
-// body size (413), signature (401), JSON (400), idempotency key (400).
+// body size (413), signature (401), storable headers and body (400), JSON
+// (400), idempotency key (400).
 //
 // With an idempotency_key, the key's ledger entry (scope "webhook:<name>",
 // lasting the trigger's ttl) and the run commit in one transaction, so
@@ -67,12 +68,23 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if hook.Secret.IsSet() {
-		// A signed webhook's secret is the trigger's; the scheme is the one
-		// rflow's own outgoing calls use.
-		if err := signature.Verify(hook.Secret.Reveal(), r.Header, body, time.Now()); err != nil {
+		// v2 covers the method and path (a request signed for another
+		// webhook sharing the secret is refused) and the headers the
+		// idempotency key reads (validate insists on it).
+		scheme, err := signature.VerifyRequest(hook.Secret.Reveal(), r, body, time.Now(), signature.VerifyOptions{
+			RequireHeaders: hook.SignedHeaders, AllowV1: hook.LegacySignatures})
+		if err != nil {
 			writeError(w, &apiError{status: http.StatusUnauthorized, code: "bad_signature", message: err.Error()})
 			return
 		}
+		if scheme == signature.SchemeV1 {
+			s.logger.WarnContext(ctx, "webhook accepted with a deprecated v1 signature (timestamp and body only); "+
+				"move the sender to v2 and remove legacy_signatures", "workflow", name)
+		}
+	}
+	if aerr := checkInput(r, body); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
 	decoded, err := workflow.UnmarshalJSON(body)
 	if err != nil {

@@ -39,3 +39,19 @@ func ExampleVerify() {
 	// wrong signature: it does not match the body under this secret
 	// stale signature: X-Rflow-Timestamp is more than 5m0s away from the receiver's clock
 }
+
+// A sender signs a webhook into rflow with the v2 scheme: the timestamp,
+// method, path, the header the trigger's idempotency key reads, and the
+// body. docs/http.md shows the same signature made with curl and openssl.
+func ExampleSignRequest() {
+	body := []byte(`{"event_id":"evt_42","amount":5}`)
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:8080/hooks/on-payment", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Idempotency-Key", "evt_42")
+	signature.SignRequest(req, "hook-secret", body, []string{"x-idempotency-key"}, time.Unix(1764505200, 0))
+	fmt.Println(req.Header.Get(signature.HeaderSignedHeaders))
+	fmt.Println(req.Header.Get(signature.HeaderSignature))
+	// Output:
+	// x-idempotency-key
+	// v2=9f60a07cf056df97ffa8e50a6aa5a454bfb17227546c420a30dd2905e2eb4129
+}

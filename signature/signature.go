@@ -1,13 +1,12 @@
-// Package signature is rflow's HMAC scheme for HTTP bodies: outgoing
-// http_call and notify requests are signed with it, and webhooks into rflow
-// are verified with it, so a receiver and a sender share one definition.
-//
-// A signed request carries
+// Package signature is rflow's HMAC scheme for HTTP requests. Webhooks into
+// rflow are verified with the v2 scheme (request.go), which covers the
+// timestamp, method, path, chosen headers and body; outgoing http_call and
+// notify requests are signed with v1, which covers the timestamp and body:
 //
 //	X-Rflow-Timestamp: <unix seconds>
 //	X-Rflow-Signature: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>
 //
-// and a verifier accepts it while the timestamp is at most MaxAge from its
+// A verifier accepts either while the timestamp is at most MaxAge from its
 // clock, so a captured request cannot be replayed later.
 package signature
 

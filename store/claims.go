@@ -21,6 +21,12 @@ type Claim struct {
 	TriggerKind trigger.Kind
 	Trigger     []byte // JSON payload exposed to expressions as `trigger`
 
+	// LegacyKey, when set, is the key an earlier version gave the same
+	// occurrence (an event's chain_id:tx_hash:log_index). A run claimed
+	// under it in the same block (BlockHash) is this occurrence: the claim
+	// gate moves it to TriggerKey instead of claiming a second run.
+	LegacyKey string
+
 	// Chain coordinates of the triggering log or block, when there is one;
 	// reorg handling finds orphaned runs by them.
 	ChainID     int64
@@ -78,7 +84,8 @@ type ClaimedRun struct {
 	Paused bool
 }
 
-// ClaimRuns is the claim gate: it inserts one run per claim with
+// ClaimRuns is the claim gate: it first moves runs claimed under an
+// occurrence's legacy key to its key (see Claim.LegacyKey), then inserts one run per claim with
 // INSERT … ON CONFLICT (workflow_name, trigger_key) DO NOTHING in tx and
 // returns only the claims that created a run. Claims for unknown workflows
 // are dropped; the run pins the workflow's current generation. Claims for a
@@ -89,6 +96,9 @@ type ClaimedRun struct {
 func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, error) {
 	if len(claims) == 0 {
 		return nil, nil
+	}
+	if err := adoptLegacyKeys(ctx, tx, claims); err != nil {
+		return nil, err
 	}
 	n := len(claims)
 	ids := make([]uuid.UUID, n)

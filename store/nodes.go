@@ -73,9 +73,9 @@ func (n *Node) lockAndUpsert(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	var inserted bool
 	err := tx.QueryRow(ctx, `
-		INSERT INTO rflow.nodes (id, client_id, hostname, pid) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET seen_at = now()
-		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid()).Scan(&inserted)
+		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (id) DO UPDATE SET seen_at = now(), suspect_since = NULL
+		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity()).Scan(&inserted)
 	return inserted, err
 }
 
@@ -149,22 +149,30 @@ func (n *Node) Ping(ctx context.Context) (*Reregistered, error) {
 	return &Reregistered{TakenForDead: lost}, nil
 }
 
-// RescueDeadNodes finds nodes whose liveness lock is free (their process
-// died), makes the River jobs they were running available again at once —
-// keeping their place in the queue (scheduled_at is untouched), so they run
-// before work queued after them — and forgets them. It returns how many
-// jobs it rescued. River's own rescuer would do the same only after
-// RescueStuckJobsAfter.
+// RescueDeadNodes finds nodes that died, makes the River jobs they were
+// running available again at once — keeping their place in the queue
+// (scheduled_at is untouched), so they run before work queued after them —
+// and forgets them. It returns how many jobs it rescued. River's own
+// rescuer would do the same only after RescueStuckJobsAfter.
+//
+// A node whose liveness lock is free may only have lost its connection: a
+// Postgres restart frees every lock at once, and a cut connection
+// (pg_terminate_backend, a proxy's reset) frees one, while the process and
+// its steps in flight live on and it takes its lock again within a second
+// (Ping). Rescuing its jobs then would run them a second time, at the same
+// time. So a free lock makes the node suspect (suspect_since), and it is
+// judged dead only once its lock has stayed free for grace, or at once
+// when its process is provably gone: same host identity as self's process
+// (host, boot, pid namespace) and no process with its pid. A node not seen
+// since the server started is judged only once the server has been up for
+// grace as well.
 //
 // self is the caller's client id: its own jobs are never rescued, since it
-// is still running them. A restart frees every node's lock at once, and
-// each live node needs a moment to reconnect and take its lock again: a
-// node not seen since the server started is judged only once the server
-// has been up for grace. A node that registered (or re-registered) since
-// then and whose lock is free again really died, and is rescued at once.
+// is still running them.
 func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace time.Duration) (int, error) {
 	rows, err := pool.Query(ctx, `
-		SELECT id, client_id FROM rflow.nodes
+		SELECT id, client_id, pid, host_identity, suspect_since IS NOT NULL AND suspect_since < now() - make_interval(secs => $2)
+		FROM rflow.nodes
 		WHERE client_id <> $1
 		  AND (seen_at > pg_postmaster_start_time() OR pg_postmaster_start_time() < now() - make_interval(secs => $2))`,
 		self, grace.Seconds())
@@ -172,25 +180,35 @@ func RescueDeadNodes(ctx context.Context, pool *pgxpool.Pool, self string, grace
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
 	type node struct {
-		id       int64
-		clientID string
+		id           int64
+		clientID     string
+		pid          int
+		host         string
+		graceExpired bool
 	}
 	nodes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (node, error) {
 		var n node
-		return n, r.Scan(&n.id, &n.clientID)
+		return n, r.Scan(&n.id, &n.clientID, &n.pid, &n.host, &n.graceExpired)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("list nodes: %w", err)
 	}
+	me := hostIdentity()
 	rescued := 0
 	for _, n := range nodes {
+		gone := n.graceExpired || (me != "" && n.host == me && processGone(n.pid))
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			var dead bool
-			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, $2::int)`, nodeLockClass, n.id).Scan(&dead); err != nil {
+			var free bool
+			if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, $2::int)`, nodeLockClass, n.id).Scan(&free); err != nil {
 				return err
 			}
-			if !dead {
+			if !free {
 				return nil
+			}
+			if !gone {
+				// Suspect: dead only if the lock stays free past the grace.
+				_, err := tx.Exec(ctx, `UPDATE rflow.nodes SET suspect_since = coalesce(suspect_since, now()) WHERE id = $1`, n.id)
+				return err
 			}
 			tag, err := tx.Exec(ctx, `
 				UPDATE river.river_job SET state = 'available'

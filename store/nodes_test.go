@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -141,10 +142,16 @@ func TestNodeLivenessAcrossRestart(t *testing.T) {
 			require.Zero(t, rescue(t, pool, "a", 0), "b holds its lock again")
 			require.Zero(t, rescue(t, pool, "b", 0), "a holds its lock again")
 
-			b.Drop() // b really dies after it re-registered
+			// b really dies after it re-registered: its connection goes,
+			// and no process has its pid any more.
+			gone := exec.Command("true")
+			require.NoError(t, gone.Run())
+			_, err = pool.Exec(ctx, `UPDATE rflow.nodes SET pid = $2 WHERE id = $1`, b.ID, gone.Process.Pid)
+			require.NoError(t, err)
+			b.Drop()
 			require.Zero(t, rescue(t, pool, "b", 0), "b's own pass never rescues b")
-			// Still within the grace, but b was seen since the restart:
-			// its free lock means it died, and it is rescued at once.
+			// Still within the grace, but b was seen since the restart
+			// and its process is gone: it is rescued at once.
 			require.Eventually(t, func() bool { return rescue(t, pool, "a", time.Minute) == 1 }, 10*time.Second, 50*time.Millisecond)
 			require.Equal(t, []string{"a:running", "b:available"}, jobStates(t, pool))
 			var nodes []string
@@ -254,4 +261,69 @@ func TestRescueReleasesADeadLeader(t *testing.T) {
 	_, err = store.RescueDeadNodes(ctx, pool, "", 0)
 	require.NoError(t, err)
 	require.Equal(t, "live-node", leader())
+}
+
+// TestCutConnectionIsNotDeath: a node whose liveness connection was cut
+// (here pg_terminate_backend) but whose process lives is only suspected:
+// it takes its lock again (Ping) and is never rescued; a node that stays
+// away past the grace is. A node on this host whose pid is gone is dead at
+// once, without the grace.
+func TestCutConnectionIsNotDeath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	defer pool.Close()
+	cut := func(n *store.Node) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted`, n.ID)
+		require.NoError(t, err)
+		// The backend exits (and frees the lock) a moment later.
+		require.Eventually(t, func() bool {
+			var held bool
+			require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted)`,
+				n.ID).Scan(&held))
+			return !held
+		}, 10*time.Second, 10*time.Millisecond)
+	}
+	// Another machine's process: its pid means nothing here.
+	away, err := store.RegisterNode(ctx, url, "away-client")
+	require.NoError(t, err)
+	defer away.Close(ctx)
+	_, err = pool.Exec(ctx, `UPDATE rflow.nodes SET host_identity = 'elsewhere' WHERE id = $1`, away.ID)
+	require.NoError(t, err)
+	insertRunningJob(t, pool, "away-client")
+
+	const grace = 2 * time.Second
+	for range 3 {
+		cut(away)
+		time.Sleep(100 * time.Millisecond)
+		require.Zero(t, rescue(t, pool, "", grace), "a lock just lost is a suspicion, not a death")
+		re, err := away.Ping(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, re, "the node reconnected")
+		require.False(t, re.TakenForDead)
+		time.Sleep(grace / 2)
+		require.Zero(t, rescue(t, pool, "", grace), "it took its lock back")
+	}
+	require.Equal(t, []string{"away-client:running"}, jobStates(t, pool))
+
+	cut(away)
+	require.Zero(t, rescue(t, pool, "", grace))
+	time.Sleep(grace + 500*time.Millisecond)
+	require.Equal(t, 1, rescue(t, pool, "", grace), "away past the grace: dead")
+	require.Equal(t, []string{"away-client:available"}, jobStates(t, pool))
+
+	// A process of this host that is gone: dead at once.
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	here, err := store.RegisterNode(ctx, url, "here-client")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE rflow.nodes SET pid = $2 WHERE id = $1`, here.ID, gone.Process.Pid)
+	require.NoError(t, err)
+	insertRunningJob(t, pool, "here-client")
+	here.Drop()
+	require.Eventually(t, func() bool { return rescue(t, pool, "", time.Hour) == 1 }, 10*time.Second, 50*time.Millisecond,
+		"no process with its pid on this host: rescued without waiting the grace")
 }

@@ -30,15 +30,18 @@ type Response struct {
 	UpdatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	// ReincludedAt is when the log came back after the response was
+	// decided (see ReincludeRuns); nil if it has not.
+	ReincludedAt *time.Time
 }
 
 const responseColumns = `id, run_id, fork_block, chain_id, depth, old_hash, new_hash, decide_at, attempt, status,
-	error, created_at, updated_at, started_at, finished_at`
+	error, created_at, updated_at, started_at, finished_at, reincluded_at`
 
 func scanResponse(row pgx.Row) (*Response, error) {
 	var r Response
 	err := row.Scan(&r.ID, &r.RunID, &r.ForkBlock, &r.ChainID, &r.Depth, &r.OldHash, &r.NewHash, &r.DecideAt,
-		&r.Attempt, &r.Status, &r.Error, &r.CreatedAt, &r.UpdatedAt, &r.StartedAt, &r.FinishedAt)
+		&r.Attempt, &r.Status, &r.Error, &r.CreatedAt, &r.UpdatedAt, &r.StartedAt, &r.FinishedAt, &r.ReincludedAt)
 	r.Error = scrub(r.Error)
 	return &r, err
 }
@@ -145,13 +148,35 @@ func RunResponses(ctx context.Context, db DBTX, runID uuid.UUID) ([]*Response, e
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Response, error) { return scanResponse(r) })
 }
 
+// Reincluded is what ReincludeRuns found: orphaned runs whose log is back
+// in the canonical chain.
+type Reincluded struct {
+	// Pending counts the runs whose response was still pending: it ends
+	// as reincluded when decided, and the run goes on.
+	Pending int
+	// Late are the runs whose response had been decided already.
+	Late []LateReinclusion
+}
+
+// LateReinclusion is an orphaned run whose log came back after its reorg
+// response was decided (the run was stopped, the on_reorg steps started).
+type LateReinclusion struct {
+	RunID      uuid.UUID
+	ResponseID uuid.UUID
+	// Stopped: the decision cancelled the run, which had not finished
+	// (its finish is the decision's: the same transaction).
+	Stopped bool
+}
+
 // ReincludeRuns is called by the claim gate with the event claims that
-// found their key taken: a log whose run is orphaned, with a response still
-// pending, that is claimed again is back in the canonical chain (same tx
-// hash and log index). The run is un-orphaned and takes the log's new
-// block; its pending response then ends as reincluded. It returns how many
-// runs came back.
-func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) {
+// found their key taken: a log whose run is orphaned that is claimed again
+// is back in the canonical chain (the same transaction, the same position
+// in it). The run is un-orphaned and takes the log's new block. With a
+// response still pending, that response then ends as reincluded; with one
+// already decided, the response records the re-inclusion (reincluded_at)
+// and the run is returned in Late for the caller to resume.
+func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (Reincluded, error) {
+	var out Reincluded
 	var wfs, keys, hashes []string
 	var blocks, chains []int64
 	for _, c := range claims {
@@ -162,7 +187,7 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 		blocks, chains = append(blocks, c.BlockNumber), append(chains, c.ChainID)
 	}
 	if len(keys) == 0 {
-		return 0, nil
+		return out, nil
 	}
 	// Lock the orphaned runs first, then update in a new statement: under
 	// READ COMMITTED that statement's snapshot sees a decision that
@@ -173,7 +198,7 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 		JOIN unnest($1::text[], $2::text[]) AS c(workflow, key) ON r.workflow_name = c.workflow AND r.trigger_key = c.key
 		WHERE r.orphaned_at IS NOT NULL
 		ORDER BY r.id FOR UPDATE OF r`, wfs, keys); err != nil {
-		return 0, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
+		return out, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
 	}
 	tag, err := tx.Exec(ctx, `
 		UPDATE rflow.workflow_runs r SET orphaned_at = NULL, block_number = c.block, block_hash = c.hash, updated_at = now()
@@ -183,9 +208,77 @@ func ReincludeRuns(ctx context.Context, tx pgx.Tx, claims []Claim) (int, error) 
 		  AND EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = r.id AND rr.status = 'pending')`,
 		wfs, keys, blocks, hashes, chains)
 	if err != nil {
-		return 0, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
+		return out, fmt.Errorf("re-include %d orphaned log(s): %w", len(keys), err)
 	}
-	return int(tag.RowsAffected()), nil
+	out.Pending = int(tag.RowsAffected())
+	// The runs still orphaned have a decided response: the newest one
+	// records the re-inclusion. A run the decision stopped finished in
+	// the decision's transaction, so its finished_at is the response's
+	// started_at.
+	rows, err := tx.Query(ctx, `
+		WITH late AS (
+			SELECT DISTINCT ON (r.id) r.id AS run_id, rr.id AS resp_id, c.block, c.hash,
+				(r.status = 'cancelled' AND r.finished_at = rr.started_at) AS stopped
+			FROM rflow.workflow_runs r
+			JOIN unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS c(workflow, key, block, hash, chain_id)
+				ON r.workflow_name = c.workflow AND r.trigger_key = c.key AND r.chain_id = c.chain_id
+			JOIN rflow.reorg_runs rr ON rr.run_id = r.id
+			WHERE r.orphaned_at IS NOT NULL AND rr.status NOT IN ('pending', 'reincluded')
+			ORDER BY r.id, rr.created_at DESC, rr.id DESC
+		), runs AS (
+			UPDATE rflow.workflow_runs r SET orphaned_at = NULL, block_number = late.block, block_hash = late.hash,
+				updated_at = now()
+			FROM late WHERE r.id = late.run_id
+		), responses AS (
+			UPDATE rflow.reorg_runs rr SET reincluded_at = now(), updated_at = now()
+			FROM late WHERE rr.id = late.resp_id
+		)
+		SELECT run_id, resp_id, stopped FROM late ORDER BY run_id`, wfs, keys, blocks, hashes, chains)
+	if err != nil {
+		return out, fmt.Errorf("re-include %d orphaned log(s) after their decision: %w", len(keys), err)
+	}
+	out.Late, err = pgx.CollectRows(rows, pgx.RowToStructByPos[LateReinclusion])
+	if err != nil {
+		return out, fmt.Errorf("re-include %d orphaned log(s) after their decision: %w", len(keys), err)
+	}
+	return out, nil
+}
+
+// ReopenStopped makes a run that a reorg decision stopped run again, in
+// tx: the same run at the same attempt, the steps the stop cancelled queued
+// again at their own attempts, so every idempotency key is the one it had
+// (an HTTP step's Idempotency-Key names the run's attempt, a send's
+// external id the step's). Completed steps are untouched. A job the stop
+// left behind (a delay that had not come due) may run the same step
+// attempt as the caller's new job: the step's fences let one settle it, and
+// its effect carries the same key either way. It returns the run and the
+// steps to resume.
+func ReopenStopped(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepRun, error) {
+	r, err := GetRun(ctx, tx, id, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.Status != RunCancelled {
+		return nil, nil, fmt.Errorf("run %s is %s: only a stopped run is reopened", id, r.Status)
+	}
+	rows, err := tx.Query(ctx, `
+		UPDATE rflow.step_runs SET status = 'queued', error = NULL, started_at = NULL, finished_at = NULL, held_at = NULL
+		WHERE run_id = $1 AND status = 'cancelled'
+		RETURNING `+stepColumns, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
+	}
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*StepRun, error) { return scanStep(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("reopen steps of run %s: %w", id, err)
+	}
+	if _, err := tx.Exec(ctx, `
+		UPDATE rflow.workflow_runs SET status = 'running', error = NULL, failed_step = NULL, finished_at = NULL, updated_at = now()
+		WHERE id = $1`, id); err != nil {
+		return nil, nil, fmt.Errorf("reopen run %s: %w", id, err)
+	}
+	r.Status, r.Error, r.FailedStep, r.FinishedAt = RunRunning, nil, nil, nil
+	return r, steps, nil
 }
 
 // Hold is what HoldStep did.

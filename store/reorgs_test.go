@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -53,16 +54,16 @@ func TestReorgResponsesOncePerRunAndFork(t *testing.T) {
 	require.Equal(t, int64(9), resp.DecideAt, "fork + confirmations")
 	require.Empty(t, open(), "pending: no second response for the same fork")
 
+	var back store.Reincluded
 	reinclude := func() int {
-		var n int
 		tx(func(tx pgx.Tx) error {
 			again := ev
 			again.BlockNumber, again.BlockHash = 8, "0xnew"
 			var err error
-			n, err = store.ReincludeRuns(ctx, tx, []store.Claim{again})
+			back, err = store.ReincludeRuns(ctx, tx, []store.Claim{again})
 			return err
 		})
-		return n
+		return back.Pending
 	}
 	_, err = pool.Exec(ctx, `UPDATE rflow.workflow_runs SET orphaned_at = now()`)
 	require.NoError(t, err)
@@ -88,7 +89,17 @@ func TestReorgResponsesOncePerRunAndFork(t *testing.T) {
 	require.Empty(t, open(), "a compensating response is never opened twice")
 	_, err = pool.Exec(ctx, `UPDATE rflow.workflow_runs SET orphaned_at = now()`)
 	require.NoError(t, err)
-	require.Zero(t, reinclude(), "decided: a late re-inclusion changes nothing")
+	require.Zero(t, reinclude(), "decided: no pending response ends")
+	require.Len(t, back.Late, 1, "decided: a late re-inclusion")
+	require.Equal(t, runs[0], back.Late[0].RunID)
+	require.Equal(t, first[0], back.Late[0].ResponseID)
+	require.False(t, back.Late[0].Stopped, "the decision did not cancel this run")
+	run, err = store.GetRun(ctx, pool, runs[0], false)
+	require.NoError(t, err)
+	require.Nil(t, run.OrphanedAt, "the log is back: not an orphan")
+	var reincludedAt *time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT reincluded_at FROM rflow.reorg_runs WHERE id = $1`, first[0]).Scan(&reincludedAt))
+	require.NotNil(t, reincludedAt, "the decided response records the re-inclusion")
 	compensated, err := store.ListRuns(ctx, pool, store.RunFilter{Compensated: true})
 	require.NoError(t, err)
 	require.Len(t, compensated, 1)

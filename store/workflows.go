@@ -91,6 +91,18 @@ type Deployed struct {
 // and every generation stays loadable so runs in flight keep executing the
 // spec they were claimed under.
 func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (Deployed, error) {
+	return deployWorkflow(ctx, tx, name, hash, spec, false)
+}
+
+// DeployWorkflowFromAPI is DeployWorkflow for a definition that arrived
+// through PUT /v1/workflows/{name}: a new generation is marked from_api,
+// so the engine compiles it under the rules of an untrusted definition
+// (workflow.OriginAPI) whenever it loads it.
+func DeployWorkflowFromAPI(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte) (Deployed, error) {
+	return deployWorkflow(ctx, tx, name, hash, spec, true)
+}
+
+func deployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []byte, fromAPI bool) (Deployed, error) {
 	var gen int64
 	err := tx.QueryRow(ctx, `
 		INSERT INTO rflow.workflows AS w (name, generation, spec_hash, spec)
@@ -115,8 +127,8 @@ func DeployWorkflow(ctx context.Context, tx pgx.Tx, name, hash string, spec []by
 		return Deployed{}, err
 	}
 	_, err = tx.Exec(ctx, `
-		INSERT INTO rflow.workflow_generations (workflow_name, generation, spec_hash, spec)
-		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, name, gen, hash, spec)
+		INSERT INTO rflow.workflow_generations (workflow_name, generation, spec_hash, spec, from_api)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, name, gen, hash, spec, fromAPI)
 	if err != nil {
 		return Deployed{}, fmt.Errorf("deploy %s: record generation: %w", name, err)
 	}
@@ -171,16 +183,16 @@ func generationWithHash(ctx context.Context, db DBTX, name, hash string) (int64,
 	return *gen, nil
 }
 
-// WorkflowSpec loads the spec of one generation of a workflow.
-func WorkflowSpec(ctx context.Context, db DBTX, name string, generation int64) ([]byte, error) {
-	var spec []byte
-	err := db.QueryRow(ctx, `
-		SELECT spec FROM rflow.workflow_generations WHERE workflow_name = $1 AND generation = $2`,
-		name, generation).Scan(&spec)
+// WorkflowSpec loads the spec of one generation of a workflow, and whether
+// it was deployed through the API (DeployWorkflowFromAPI).
+func WorkflowSpec(ctx context.Context, db DBTX, name string, generation int64) (spec []byte, fromAPI bool, err error) {
+	err = db.QueryRow(ctx, `
+		SELECT spec, from_api FROM rflow.workflow_generations WHERE workflow_name = $1 AND generation = $2`,
+		name, generation).Scan(&spec, &fromAPI)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("workflow %s generation %d: %w", name, generation, ErrNotFound)
+		return nil, false, fmt.Errorf("workflow %s generation %d: %w", name, generation, ErrNotFound)
 	}
-	return spec, err
+	return spec, fromAPI, err
 }
 
 // GetWorkflow returns one deployed workflow.

@@ -58,8 +58,9 @@ func TestSyncNeverRollsBack(t *testing.T) {
 	require.Equal(t, store.Deployed{Name: "wf", Generation: 3, Superseded: 2}, sync("new"), "the rolled-back spec is now the superseded one")
 	require.Equal(t, store.Deployed{Name: "wf", Generation: 3}, sync("old"))
 	require.Equal(t, "old", current())
-	spec, err := store.WorkflowSpec(ctx, pool, "wf", 3)
+	spec, fromAPI, err := store.WorkflowSpec(ctx, pool, "wf", 3)
 	require.NoError(t, err)
+	require.False(t, fromAPI)
 	require.JSONEq(t, `{"v":"old"}`, string(spec))
 
 	// A spec never deployed is still deployed by a start.

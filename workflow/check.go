@@ -121,9 +121,10 @@ type exprIssue struct {
 // builtinFuncs are rflow's expression helpers with their result types.
 var helperResults = map[string]*typ{
 	"ether": intT, "gwei": intT, "units": intT, "bigint": intT, "format_units": stringT,
+	"urlencode": stringT,
 }
 
-var helperArity = map[string]int{"ether": 1, "gwei": 1, "units": 2, "bigint": 1, "format_units": 2}
+var helperArity = map[string]int{"ether": 1, "gwei": 1, "units": 2, "bigint": 1, "format_units": 2, "urlencode": 1}
 
 type checker struct {
 	sc     *scope

@@ -68,6 +68,10 @@ func (l *loader) envAllowlist(n *node, secretRefs map[string]string) {
 			l.errorf(item.pos, "env: %s is never visible to workflows (it holds wallet %s's secret); remove it from env:", name, w)
 			continue
 		}
+		if what := l.p.secretValueOf(v); what != "" {
+			l.errorf(item.pos, "env: %s is never visible to workflows (it holds the value of %s); remove it from env:", name, what)
+			continue
+		}
 		l.p.Env = append(l.p.Env, name)
 	}
 	slices.Sort(l.p.Env)

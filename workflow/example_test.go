@@ -53,5 +53,5 @@ steps:
 	fmt.Println(err)
 	// Output:
 	// true true
-	// body.yaml:6:66: in ${{ event.amout }}: unknown field amout of event Deposit; did you mean amount? (fields: address, amount, block, block_hash, log_index, sender, tx_hash)
+	// body.yaml:6:66: in ${{ event.amout }}: unknown field amout of event Deposit; did you mean amount? (fields: address, amount, block, block_hash, log_index, sender, tx_hash, tx_log_index)
 }

@@ -19,7 +19,7 @@ import (
 // Env is the data an expression evaluates against. Its keys are the
 // expression variables:
 //
-//	event    the decoded log (ABI args + block, block_hash, tx_hash, log_index, address)
+//	event    the decoded log (ABI args + block, block_hash, tx_hash, log_index, tx_log_index, address)
 //	trigger  key, kind and the kind's payload: event | tick | block | result | headers, body | input
 //	steps    step id → {"output": …, "status": …}
 //	run      id, workflow, attempt, generation
@@ -120,11 +120,16 @@ type Value struct {
 	keys  []string
 	m     map[string]*Value
 	list  []*Value
+	// url: a URL template, whose interpolated values are percent-encoded
+	// for their place (url_template.go).
+	url bool
 }
 
 type templatePart struct {
 	text string
 	expr *Expr
+	// encoded: the expression is a urlencode() call, already encoded.
+	encoded bool
 }
 
 // Pos returns where the value is written.
@@ -168,9 +173,11 @@ func (v *Value) Eval(env Env) (any, error) {
 		return v.expr.Eval(env)
 	case valueTemplate:
 		var b strings.Builder
+		literal := false // literal text was written: a URL's values are encoded from here on
 		for _, p := range v.parts {
 			if p.expr == nil {
 				b.WriteString(p.text)
+				literal = literal || p.text != ""
 				continue
 			}
 			r, err := p.expr.Eval(env)
@@ -180,6 +187,9 @@ func (v *Value) Eval(env Env) (any, error) {
 			s, err := render(r)
 			if err != nil {
 				return nil, fmt.Errorf("%s: render %s: %w", p.expr.pos, p.expr, err)
+			}
+			if v.url && literal && !p.encoded {
+				s = escapeURLValue(b.String(), s)
 			}
 			b.WriteString(s)
 		}
@@ -299,6 +309,7 @@ func exprOptions() []expr.Option {
 		one("gwei", func(x any) (any, error) { return unitsOf(x, 9) }),
 		two("units", unitsOf),
 		one("bigint", func(x any) (any, error) { return toBigInt(x) }),
+		one("urlencode", urlencode),
 		two("format_units", func(x, d any) (any, error) { return formatUnits(x, d) }),
 	}
 	for _, op := range []string{"+", "-", "*", "/", "%", "**"} {

@@ -16,6 +16,12 @@ type loader struct {
 	diags
 	p         *Project
 	lookupEnv func(string) (string, bool)
+	// origin is where the workflow definitions being compiled came from,
+	// secrets the credential variables they must not read (envrefs.go),
+	// and inDefinition is set while one is compiled.
+	origin       Origin
+	secrets      map[string]secretVar
+	inDefinition bool
 }
 
 // fields checks that n is a mapping whose keys are all in allowed, and
@@ -72,8 +78,13 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 // subst replaces ${VAR} references with environment values. A missing
 // variable without a default is an error naming it, unless the project
 // tolerates unset variables (ok is false either way); an empty one takes
-// its default, as in the shell.
-func (l *loader) subst(s string, pos Position) (string, bool) {
+// its default, as in the shell. Inside a workflow definition, a reference
+// the definition may not read (envrefs.go) is an error naming it.
+func (l *loader) subst(s string, pos Position) (string, bool) { return l.expand(s, pos, false) }
+
+// expand is subst for a plain field, or for a field that holds a
+// credential (secretField).
+func (l *loader) expand(s string, pos Position, secretField bool) (string, bool) {
 	if !strings.Contains(s, "${") {
 		return s, true
 	}
@@ -81,7 +92,19 @@ func (l *loader) subst(s string, pos Position) (string, bool) {
 	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
 		m := envRef.FindStringSubmatch(ref)
 		name, def := m[1], m[2]
+		if why := l.refused(name, secretField); why != "" {
+			l.errorf(pos, "%s", why)
+			ok = false
+			return ""
+		}
 		v, found := l.lookupEnv(name)
+		if l.inDefinition && !secretField && v != "" {
+			if what := l.p.secretValueOf(v); what != "" {
+				l.errorf(pos, "${%s} holds the value of %s, which can never be interpolated into a workflow", name, what)
+				ok = false
+				return ""
+			}
+		}
 		if def != "" && v == "" {
 			return def[len(":-"):]
 		}
@@ -94,6 +117,30 @@ func (l *loader) subst(s string, pos Position) (string, bool) {
 		return v
 	})
 	return out, ok
+}
+
+// secretScalar reads a field that holds a credential (a private key, a
+// password, a token, a webhook or HMAC secret). Only here may ${VAR} name
+// a secret variable; a value written literally is warned about, since it
+// sits in the file for everyone who can read the file.
+func (l *loader) secretScalar(n *node, what string) Secret {
+	if n == nil || n.isNull() {
+		return ""
+	}
+	if n.kind != nodeScalar {
+		l.errorf(n.pos, "%s must be a single value, not %s", what, n.describe())
+		return ""
+	}
+	s, isStr := n.val.(string)
+	if !isStr {
+		s = scalarText(n.val)
+	}
+	if s != "" && !envRef.MatchString(s) {
+		l.warnf(n.pos, "%s is written literally; put it in an environment variable and write ${VAR} here, so the secret stays out of the file", what)
+		return Secret(s)
+	}
+	v, _ := l.expand(s, n.pos, true)
+	return Secret(v)
 }
 
 // scalar returns n's text after ${VAR} substitution; ok is false (with an

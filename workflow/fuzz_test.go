@@ -20,6 +20,8 @@ func FuzzLoad(f *testing.F) {
 		"- [\n",
 		"name: !!binary aGVsbG8=\n",
 		"<<: {name: x}\n",
+		"name: x\napi: {tokens: [{name: ci, token: \"${CI:-0123456789abcdef0}\", roles: [read, deploy]}, {token: t}, x]}\nwallets: [{private_key: k}]\n",
+		"name: x\nworkflows: [{trigger: {webhook: {secret: \"${S:-s}\"}}, steps: [{id: a, http_call: {url: \"http://h/${S:-s}\", hmac_secret: \"${H:-h}\"}}]}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -53,7 +55,7 @@ func FuzzLoad(f *testing.F) {
 			return
 		}
 		for _, w := range p.Workflows {
-			again, err := CompileSpec(p, w.Spec)
+			again, err := CompileSpec(p, w.Spec, OriginFile)
 			if err != nil {
 				t.Fatalf("workflow %s: its own spec does not compile: %v\nspec: %s", w.Name, err, w.Spec)
 			}
@@ -90,7 +92,7 @@ func FuzzParseWorkflow(f *testing.F) {
 			}
 			return
 		}
-		again, err := CompileSpec(p, w.Spec)
+		again, err := CompileSpec(p, w.Spec, OriginAPI)
 		if err != nil || again.Hash != w.Hash {
 			t.Fatalf("spec does not round-trip: %v\n%s", err, w.Spec)
 		}

@@ -135,7 +135,7 @@ func unwrapPathError(err error) error {
 // project builds the Project from the document root.
 func (l *loader) project(root *node) {
 	m := l.fields(root, "the project", "name", "database_url", "env", "networks", "wallets", "contracts", "workflows",
-		"idempotency", "notifiers")
+		"idempotency", "notifiers", "api")
 	if m == nil {
 		return
 	}
@@ -148,6 +148,11 @@ func (l *loader) project(root *node) {
 	}
 	if n := m["database_url"]; !n.isNull() {
 		l.p.DatabaseURL = l.str(n, "database_url")
+		if u, err := url.Parse(l.p.DatabaseURL); err == nil && u.User != nil && !envRef.MatchString(scalarText(n.val)) {
+			if _, has := u.User.Password(); has {
+				l.warnf(n.pos, "database_url holds a password written literally; put the URL in an environment variable and write ${DATABASE_URL}, so the password stays out of the file")
+			}
+		}
 	}
 	for _, n := range l.list(m["networks"], "networks", false) {
 		l.network(n)
@@ -161,14 +166,21 @@ func (l *loader) project(root *node) {
 	for _, n := range l.list(m["notifiers"], "notifiers", false) {
 		l.notifier(n)
 	}
+	if n := m["api"]; !n.isNull() {
+		l.apiConfig(n)
+	}
 	secretRefs := map[string]string{}
 	envRefsIn(m["database_url"], "the database URL", secretRefs)
 	for _, n := range l.list(m["wallets"], "wallets", false) {
-		name := scalarText(n.get("name").val)
+		name := nameOf(n)
 		envRefsIn(n.get("private_key"), "wallet "+name+"'s private key", secretRefs)
 		envRefsIn(n.get("password"), "wallet "+name+"'s keystore password", secretRefs)
 	}
-	l.envAllowlist(m["env"], secretRefs)
+	if tokens := m["api"].get("tokens"); tokens != nil {
+		for _, n := range tokens.items {
+			envRefsIn(n.get("token"), "API token "+nameOf(n), secretRefs)
+		}
+	}
 	var wfs []*node
 	for _, n := range l.list(m["workflows"], "workflows", false) {
 		if inc := n.get("include"); inc != nil {
@@ -178,6 +190,16 @@ func (l *loader) project(root *node) {
 		}
 		wfs = append(wfs, n)
 	}
+	l.collectSecrets(secretRefs, wfs)
+	l.secrets = l.p.secretVars
+	// A variable a workflow uses as its webhook or HMAC secret is as
+	// secret as a wallet's key: env: may not expose it either.
+	for name, sv := range l.secrets {
+		if sv.signing {
+			secretRefs[name] = sv.why[len("it holds "):]
+		}
+	}
+	l.envAllowlist(m["env"], secretRefs)
 	seen := map[string]Position{}
 	for _, n := range wfs {
 		w := l.workflow(n)
@@ -192,6 +214,15 @@ func (l *loader) project(root *node) {
 		l.p.Workflows = append(l.p.Workflows, w)
 	}
 	l.checkNotifierRefs()
+}
+
+// nameOf is the text of mapping n's name key, or "" (a missing name is
+// reported where the mapping is read).
+func nameOf(n *node) string {
+	if nn := n.get("name"); nn != nil {
+		return scalarText(nn.val)
+	}
+	return ""
 }
 
 // include expands an include glob into workflow nodes. A file holds one
@@ -368,8 +399,7 @@ func (l *loader) wallet(n *node) {
 	case !pk.isNull() && !ks.isNull():
 		l.errorf(n.pos, "wallet %s: set either private_key or keystore, not both", w.Name)
 	case !pk.isNull():
-		s, ok := l.scalar(pk, "private_key")
-		if ok {
+		if s := l.secretScalar(pk, "wallet "+w.Name+": private_key").Reveal(); s != "" {
 			raw := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
 			if b, err := hex.DecodeString(raw); err != nil || len(b) != 32 {
 				// Never echo the value: it is (or is meant to be) a secret.
@@ -393,8 +423,7 @@ func (l *loader) wallet(n *node) {
 			w.Keystore = path
 		}
 		if pw := m["password"]; !pw.isNull() {
-			s, _ := l.scalar(pw, "password")
-			w.Password = Secret(s)
+			w.Password = l.secretScalar(pw, "wallet "+w.Name+": password")
 		}
 	default:
 		l.errorf(n.pos, "wallet %s: needs private_key or keystore", w.Name)

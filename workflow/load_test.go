@@ -38,7 +38,7 @@ networks:
     rpc: http://127.0.0.1:8545
 wallets:
   - name: ops
-    private_key: "%s"
+    private_key: "${OPS_KEY:-%s}"
 contracts:
   - name: Vault
     abi: %s
@@ -113,14 +113,14 @@ func TestCompileSpecRoundTrip(t *testing.T) {
 	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv)})
 	require.NoError(t, err)
 	for _, w := range p.Workflows {
-		got, err := CompileSpec(p, w.Spec)
+		got, err := CompileSpec(p, w.Spec, OriginFile)
 		require.NoError(t, err, w.Name)
 		require.Equal(t, w.Hash, got.Hash, w.Name)
 		require.Equal(t, w.Name, got.Name)
 		require.Equal(t, w.Trigger.Kind, got.Trigger.Kind)
 		require.Equal(t, len(w.Steps), len(got.Steps))
 	}
-	_, err = CompileSpec(p, []byte(`{"name":"x","trigger":{"manual":{}},"steps":[{"id":"a","goto":"nowhere"}]}`))
+	_, err = CompileSpec(p, []byte(`{"name":"x","trigger":{"manual":{}},"steps":[{"id":"a","goto":"nowhere"}]}`), OriginFile)
 	var ds Diagnostics
 	require.True(t, errors.As(err, &ds))
 	require.Contains(t, ds.Error(), `spec of x: goto: no step "nowhere"`)
@@ -169,6 +169,8 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"3:21: unknown network locl; did you mean local?"}},
 		{"unknown step in expression", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: lookup\n    noop: {}\n  - id: b\n    if: \"${{ steps.lokup.output.ok }}\"\n    noop: {}\n",
 			[]string{"7:20: in ${{ steps.lokup.output.ok }}: unknown field lokup of steps; did you mean lookup?"}},
+		{"tx_log_index in a trigger's where", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ event.tx_log_index == 0 }}\" }\n" + steps,
+			[]string{"3:63: in ${{ event.tx_log_index == 0 }}: unknown field tx_log_index of event Deposit; did you mean log_index? (fields: address, amount, block, block_hash, log_index, sender, tx_hash)"}},
 		{"unknown variable", "name: w\ntrigger:\n  event: { contract: Vault, event: Deposit, where: \"${{ evnt.amount > 0 }}\" }\n" + steps,
 			[]string{"3:57: in ${{ evnt.amount > 0 }}: unknown variable evnt; did you mean event?"}},
 		{"variable of another trigger", "name: w\ntrigger: { cron: \"@hourly\" }\nsteps:\n  - id: a\n    fail: \"${{ event.amount }}\"\n",
@@ -227,6 +229,14 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"4:9: step id \"my-step\" must start with a letter or _"}},
 		{"yaml syntax", "name: w\ntrigger: { manual: {} \nsteps: []\n",
 			[]string{"3:1: invalid YAML: ',' or '}' must be specified"}},
+		{"signed webhook keyed on an unsigned header", "name: w\ntrigger:\n  webhook: { secret: s, idempotency_key: \"${{ headers['x-idempotency-key'] }}\" }\n" + steps,
+			[]string{"3:42: idempotency_key reads headers['x-idempotency-key'], which the webhook's signature does not cover"}},
+		{"signed webhook keyed on a header chosen by the body", "name: w\ntrigger:\n  webhook: { secret: s, signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] + headers[body.h] }}\" }\n" + steps,
+			[]string{"3:65: idempotency_key reads headers (as a whole)"}},
+		{"legacy signatures sign no header", "name: w\ntrigger:\n  webhook: { secret: s, legacy_signatures: true, signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] }}\" }\n" + steps,
+			[]string{"3:44: warning: legacy_signatures is deprecated", "3:90: idempotency_key reads headers['x-a'], which the webhook's signature does not cover: a captured request re-sent with another value there would start a new run; v1 signatures"}},
+		{"signed headers without a secret", "name: w\ntrigger:\n  webhook: { signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] }}\" }\n" + steps,
+			[]string{"3:30: signed_headers needs a secret"}},
 		// Warnings: the project is valid, but not the way its author expects.
 		{"approval proceed", "name: w\ntrigger: { manual: {} }\nsteps:\n  - id: a\n    send:\n      wallet: ops\n      to: \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\n      approval: { on_timeout: proceed }\n",
 			[]string{"8:31: warning: approval on_timeout: proceed broadcasts the transaction"}},
@@ -281,7 +291,7 @@ func TestCompileSpecAfterJSONB(t *testing.T) {
 	rewritten := strings.Replace(indented.String(), "\n  \"name\": \"w\",", "", 1)
 	rewritten = strings.TrimSuffix(rewritten, "\n}") + ",\n  \"name\": \"w\"\n}"
 	require.NotEqual(t, string(w.Spec), rewritten)
-	got, err := CompileSpec(p, []byte(rewritten))
+	got, err := CompileSpec(p, []byte(rewritten), OriginFile)
 	require.NoError(t, err)
 	require.Equal(t, w.Hash, got.Hash)
 	require.Equal(t, string(w.Spec), string(got.Spec))
@@ -330,7 +340,7 @@ func TestEnvRefDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.base+"/x", url)
 		require.Contains(t, string(w.Spec), `"secret":"${HOOK:-dflt}"`)
-		got, err := CompileSpec(p, w.Spec)
+		got, err := CompileSpec(p, w.Spec, OriginFile)
 		require.NoError(t, err)
 		require.Equal(t, w.Hash, got.Hash)
 	}

@@ -97,6 +97,9 @@ const maxDepth = 200
 // parseYAML parses src (YAML or JSON) into one node per document. Syntax
 // errors are returned as diagnostics with the position the parser reported.
 func parseYAML(file string, src []byte) (docs []*node, ds Diagnostics) {
+	if d := checkYAMLDepth(file, src); d != nil {
+		return nil, Diagnostics{*d}
+	}
 	f, err := safeParse(protectEnvRefs(src))
 	if err != nil {
 		pos := Position{File: file, Line: 1, Col: 1}
@@ -202,17 +205,29 @@ func (c *converter) convert(n ast.Node, depth int) *node {
 	case *ast.BoolNode:
 		return &node{kind: nodeScalar, pos: pos, val: n.Value}
 	case *ast.IntegerNode:
+		if n.Token != nil && len(n.Token.Value) > MaxNumberLen {
+			return c.fail(pos, "a number longer than %d characters", MaxNumberLen)
+		}
 		return &node{kind: nodeScalar, pos: pos, val: normalizeYAMLInt(n)}
 	case *ast.FloatNode:
+		if n.Token != nil && len(n.Token.Value) > MaxNumberLen {
+			return c.fail(pos, "a number longer than %d characters", MaxNumberLen)
+		}
 		return &node{kind: nodeScalar, pos: pos, val: n.Value}
 	case *ast.InfinityNode, *ast.NanNode:
 		return c.fail(pos, "infinite and NaN numbers are not supported")
 	case *ast.StringNode:
+		if err := CheckText([]byte(n.Value)); err != nil {
+			return c.fail(pos, "a string Postgres cannot store: %s", err.(*InputError).Reason)
+		}
 		quoted := n.Token != nil && (n.Token.Type == token.SingleQuoteType || n.Token.Type == token.DoubleQuoteType)
 		return &node{kind: nodeScalar, pos: pos, val: restoreEnvRefs(n.Value), quoted: quoted}
 	case *ast.LiteralNode:
 		if n.Value == nil {
 			return &node{kind: nodeScalar, pos: pos, val: ""}
+		}
+		if err := CheckText([]byte(n.Value.Value)); err != nil {
+			return c.fail(pos, "a string Postgres cannot store: %s", err.(*InputError).Reason)
 		}
 		return &node{kind: nodeScalar, pos: c.position(n.Value.Token), val: restoreEnvRefs(n.Value.Value), quoted: true}
 	case *ast.AnchorNode:

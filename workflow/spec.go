@@ -9,9 +9,10 @@ import (
 // CompileSpec rebuilds a workflow from a stored Spec (a deploy generation
 // pins one) against the project: the same checks and the same result as
 // Load gives for that definition, including its Hash. ${VAR} references in
-// the Spec resolve through the project's LookupEnv now. Positions in
-// diagnostics name the workflow's spec, as a Spec has no lines.
-func CompileSpec(p *Project, spec []byte) (*Workflow, error) {
+// the Spec resolve through the project's LookupEnv now, under the rules of
+// the definition's origin (envrefs.go). Positions in diagnostics name the
+// workflow's spec, as a Spec has no lines.
+func CompileSpec(p *Project, spec []byte, origin Origin) (*Workflow, error) {
 	if p == nil {
 		return nil, fmt.Errorf("compile spec: no project")
 	}
@@ -34,11 +35,13 @@ func CompileSpec(p *Project, spec []byte) (*Workflow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compile spec: %w", err)
 	}
-	return compileOne(p, n)
+	return compileOne(p, n, origin)
 }
 
 // ParseWorkflow parses one workflow definition (YAML or JSON, such as the
-// body of PUT /v1/workflows/{name}) and checks it against the project.
+// body of PUT /v1/workflows/{name}) and checks it against the project as a
+// definition of OriginAPI: its ${VAR} references read only the env:
+// allowlist (envrefs.go).
 // Invalid definitions return *Diagnostics-compatible Diagnostics naming
 // file; warnings of a valid one are in Workflow.Warnings.
 func ParseWorkflow(p *Project, file string, src []byte) (*Workflow, error) {
@@ -52,14 +55,11 @@ func ParseWorkflow(p *Project, file string, src []byte) (*Workflow, error) {
 	if len(docs) != 1 {
 		return nil, Diagnostics{{Pos: Position{File: file, Line: 1, Col: 1}, Message: fmt.Sprintf("want exactly one workflow document, found %d", len(docs))}}
 	}
-	return compileOne(p, docs[0])
+	return compileOne(p, docs[0], OriginAPI)
 }
 
-func compileOne(p *Project, n *node) (*Workflow, error) {
-	l := &loader{p: p, lookupEnv: p.lookupEnv}
-	if l.lookupEnv == nil {
-		l.lookupEnv = newLoader(nil).lookupEnv
-	}
+func compileOne(p *Project, n *node, origin Origin) (*Workflow, error) {
+	l := definitionLoader(p, n, origin)
 	w := l.workflow(n)
 	sortDiagnostics(l.all)
 	if l.all.HasErrors() || w == nil {

@@ -170,8 +170,7 @@ func (l *loader) httpCall(s *Step, n *node, sc *scope) *HTTPCall {
 		}
 	}
 	if hs := m["hmac_secret"]; !hs.isNull() {
-		v, _ := l.scalar(hs, "hmac_secret")
-		h.HMACSecret = Secret(v)
+		h.HMACSecret = l.secretScalar(hs, "step "+s.ID+": hmac_secret")
 	}
 	if r := m["retry"]; !r.isNull() {
 		s.Retry = l.retry(r)
@@ -185,6 +184,7 @@ func (l *loader) urlValue(n *node, sc *scope, what string) *Value {
 	if v == nil {
 		return nil
 	}
+	markURL(v)
 	if lit, ok := v.Literal(); ok {
 		s, isStr := lit.(string)
 		u, err := url.Parse(s)
@@ -410,7 +410,7 @@ func (l *loader) waitFor(ctx *wfCtx, s *Step, n *node, sc *scope, list *stepList
 			}
 			if ev != nil {
 				we.Event, we.ABIEvent = ev.Name, ev
-				evT = eventType(ev)
+				evT = eventType(ev, true)
 			}
 			if w := em["where"]; !w.isNull() {
 				we.Where = l.boolExpr(w, waitScope(sc, evT), "where")

@@ -43,12 +43,19 @@ type Project struct {
 	Env []string
 	// Idempotency is the command ledger's retention (see idempotency.go).
 	Idempotency Idempotency
+	// APITokens are the scoped tokens of api: tokens: (api.go), besides
+	// RFLOW_API_TOKEN, which holds every role.
+	APITokens []*APIToken
 	// Warnings holds what validation warned about (never errors: those make
 	// Load fail).
 	Warnings Diagnostics
 
 	lookupEnv func(string) (string, bool)
-	file      string // the project file's base name, for messages
+	// secretVars and secretValues are the credential variables and values
+	// no workflow definition may interpolate (envrefs.go).
+	secretVars   map[string]secretVar
+	secretValues map[string]string
+	file         string // the project file's base name, for messages
 	// allowUnsetEnv is LoadOptions.AllowUnsetEnv; CompileSpec honours it too.
 	allowUnsetEnv bool
 }
@@ -262,6 +269,12 @@ type WebhookTrigger struct {
 	// trigger at-least-once (every POST is a new run).
 	IdempotencyKey *Expr
 	TTL            time.Duration // default 24h
+	// SignedHeaders names (lower case) the headers a v2 signature must
+	// cover: those the idempotency key reads.
+	SignedHeaders []string
+	// LegacySignatures also accepts v1 signatures (timestamp and body
+	// only). Deprecated: validate warns, and the server logs each use.
+	LegacySignatures bool
 }
 
 // ManualTrigger starts a run from `rflow run` or the HTTP API.

@@ -54,6 +54,8 @@ func (s *stepList) reachable() []string {
 
 // workflow checks and compiles one workflow definition.
 func (l *loader) workflow(n *node) *Workflow {
+	l.inDefinition = true
+	defer func() { l.inDefinition = false }()
 	m := l.fields(n, "workflow", workflowKeys...)
 	if m == nil {
 		return nil
@@ -195,10 +197,15 @@ func (l *loader) trigger(ctx *wfCtx, n *node) {
 	}
 }
 
-// eventType describes an event's arguments plus the log fields rflow adds.
-func eventType(ev *abi.Event) *typ {
+// eventType describes an event's arguments plus the log fields rflow adds;
+// txLog adds tx_log_index, which a trigger's where: does not see (it is
+// read from receipts for the logs where: keeps).
+func eventType(ev *abi.Event, txLog bool) *typ {
 	fields := map[string]*typ{
 		"block": intT, "block_hash": hashT, "tx_hash": hashT, "log_index": intT, "address": addrT,
+	}
+	if txLog {
+		fields["tx_log_index"] = intT
 	}
 	for _, in := range ev.Inputs {
 		if in.Name != "" {
@@ -251,7 +258,7 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 	}
 	if ev != nil {
 		et.Event, et.ABIEvent = ev.Name, ev
-		ctx.eventT = eventType(ev)
+		ctx.eventT = eventType(ev, true)
 	} else {
 		et.Event = l.str(en, "event")
 		ctx.eventT = anyT
@@ -264,6 +271,9 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 	}
 	if wn := m["where"]; !wn.isNull() {
 		sc := triggerScope(ctx)
+		if ev != nil {
+			sc.vars["event"] = eventType(ev, false)
+		}
 		et.Where = l.boolExpr(wn, sc, "where")
 	}
 	return et
@@ -435,14 +445,13 @@ func (l *loader) readTrigger(ctx *wfCtx, n *node) *ReadTrigger {
 }
 
 func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
-	m := l.fields(n, "webhook trigger", "secret", "idempotency_key", "ttl")
+	m := l.fields(n, "webhook trigger", "secret", "idempotency_key", "ttl", "signed_headers", "legacy_signatures")
 	if m == nil {
 		return nil
 	}
 	wt := &WebhookTrigger{TTL: DefaultWebhookTTL}
 	if s := m["secret"]; !s.isNull() {
-		v, _ := l.scalar(s, "secret")
-		wt.Secret = Secret(v)
+		wt.Secret = l.secretScalar(s, "workflow "+ctx.w.Name+": webhook secret")
 	}
 	sc := triggerScope(ctx)
 	if k := m["idempotency_key"]; !k.isNull() {
@@ -455,5 +464,6 @@ func (l *loader) webhookTrigger(ctx *wfCtx, n *node) *WebhookTrigger {
 			wt.TTL = d
 		}
 	}
+	l.webhookSigning(wt, m)
 	return wt
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -278,4 +279,15 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TxLogIndex returns l's position in its transaction (what rflow keys an
+// event occurrence by, chain.EventKey), from the transaction's receipt.
+func (n *Node) TxLogIndex(l types.Log) uint {
+	n.t.Helper()
+	r, err := n.Client().TransactionReceipt(context.Background(), l.TxHash)
+	if err != nil {
+		n.t.Fatalf("receipt %s: %v", l.TxHash.Hex(), err)
+	}
+	return l.Index - r.Logs[0].Index
 }

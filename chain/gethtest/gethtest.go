@@ -80,6 +80,9 @@ type Node struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	log     *os.File
+	// tip is what the harness's own transactions pay: at least the
+	// node's minimum (PriceLimit, MinerGasPrice), or geth refuses them.
+	tip int64
 }
 
 // Binary returns the geth executable to use, or an error saying how to
@@ -136,7 +139,8 @@ func Start(t testing.TB, opts Options) *Node {
 	if port == 0 {
 		port = freePort(t)
 	}
-	n := &Node{t: t, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), DataDir: t.TempDir(), bin: bin}
+	n := &Node{t: t, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), DataDir: t.TempDir(), bin: bin,
+		tip: max(opts.PriceLimit, opts.MinerGasPrice, 1_000_000_000)}
 	n.args = n.flags(opts)
 	n.start()
 	t.Cleanup(n.Stop)
@@ -218,10 +222,19 @@ func (n *Node) fund() {
 	var last common.Hash
 	for i := range anviltest.DevKeys {
 		_, to := anviltest.Key(n.t, i)
-		n.Call(&last, "eth_sendTransaction", map[string]any{"from": accounts[0], "to": to,
-			"value": (*hexutil.Big)(Funding), "nonce": nonce + hexutil.Uint64(i)})
+		tx := n.devTx(accounts[0], to, Funding)
+		tx["nonce"] = nonce + hexutil.Uint64(i)
+		n.Call(&last, "eth_sendTransaction", tx)
 	}
 	n.WaitMined(last)
+}
+
+// devTx is a payment of the developer account at the harness's tip.
+func (n *Node) devTx(from, to common.Address, value *big.Int) map[string]any {
+	tip := big.NewInt(n.tip)
+	return map[string]any{"from": from, "to": to, "value": (*hexutil.Big)(value),
+		"maxPriorityFeePerGas": (*hexutil.Big)(tip),
+		"maxFeePerGas":         (*hexutil.Big)(new(big.Int).Add(tip, big.NewInt(100_000_000_000)))}
 }
 
 // Stop kills the node with SIGKILL; the data directory stays, so Restart
@@ -308,7 +321,7 @@ func (n *Node) Mine(blocks int) {
 	n.Call(&accounts, "eth_accounts")
 	for range blocks {
 		var h common.Hash
-		n.Call(&h, "eth_sendTransaction", map[string]any{"from": accounts[0], "to": accounts[0]})
+		n.Call(&h, "eth_sendTransaction", n.devTx(accounts[0], accounts[0], new(big.Int)))
 		n.WaitMined(h)
 	}
 }

@@ -66,3 +66,21 @@ func TestSetHeadRemovesAndReminesTransactions(t *testing.T) {
 	require.Len(t, got[1].Logs, 3)
 	require.Equal(t, uint(3), got[1].Logs[0].Index, "the second transaction's logs now sit behind the first's")
 }
+
+// A node with a minimum tip refuses less and states what it needs; the
+// harness's own transactions pay it.
+func TestPriceLimitIsEnforced(t *testing.T) {
+	t.Parallel()
+	n := gethtest.Start(t, gethtest.Options{PriceLimit: 1000})
+	n.Mine(1)
+	key, from := anviltest.Key(t, 2)
+	c := n.Client()
+	nonce, err := c.PendingNonceAt(t.Context(), from)
+	require.NoError(t, err)
+	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(gethtest.ChainID), Nonce: nonce,
+		GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(100_000_000_000), Gas: 21000, To: &from}),
+		types.LatestSignerForChainID(big.NewInt(gethtest.ChainID)), key)
+	require.NoError(t, err)
+	err = c.SendTransaction(t.Context(), tx)
+	require.ErrorContains(t, err, "minimum needed 1000")
+}

@@ -98,7 +98,11 @@ func TestDevOnAnotherChainKeepsNoOldCursor(t *testing.T) {
 		}
 		keys := make([]string, len(logs))
 		for i, l := range logs {
-			keys[i] = chain.EventKey(31337, l.TxHash, l.Index, chain.PhaseConfirmed, false)
+			r, err := rpc.TransactionReceipt(ctx, l.TxHash)
+			if err != nil {
+				return false
+			}
+			keys[i] = chain.EventKey(31337, l.TxHash, l.Index-r.Logs[0].Index, chain.PhaseConfirmed, false)
 		}
 		conn, err := pgx.Connect(ctx, dbURL[1])
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,9 +58,7 @@ workflows:
 
 	post := func(body []byte, secret string) (int, map[string]any) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/hooks/on-order", bytes.NewReader(body))
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
-		req.Header.Set(signature.HeaderTimestamp, ts)
-		req.Header.Set(signature.HeaderSignature, signature.Sign(secret, ts, body))
+		signature.SignRequest(req, secret, body, nil, time.Now())
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 func outputFlag() cli.Flag {
@@ -25,10 +29,25 @@ func checkOutput(c *cli.Context) error {
 func printJSON(c *cli.Context, v any) (bool, error) {
 	switch c.String("output") {
 	case "json":
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return true, enc.Encode(v)
+		return true, writeJSON(c.App.Writer, v)
 	default:
 		return false, checkOutput(c)
 	}
+}
+
+// maxIndentDepth is the deepest level writeJSON indents; deeper values are
+// written compact (workflow.IndentJSON).
+const maxIndentDepth = 32
+
+// writeJSON writes v as JSON indented by two spaces, as
+// json.Encoder.SetIndent("", "  ") does, down to maxIndentDepth: the
+// output stays proportional to the value's size.
+func writeJSON(w io.Writer, v any) error {
+	var compact bytes.Buffer
+	if err := json.NewEncoder(&compact).Encode(v); err != nil {
+		return err
+	}
+	out := workflow.IndentJSON(bytes.TrimRight(compact.Bytes(), "\n"), maxIndentDepth)
+	_, err := w.Write(append(out, '\n'))
+	return err
 }

@@ -46,7 +46,7 @@ func checkRunTrigger(w *workflow.Workflow, hasEvent, hasInput bool) error {
 	case kind == trigger.Event && hasInput:
 		return usagef("workflow %s has an event trigger: pass the event as --event JSON, not --input", w.Name)
 	case kind == trigger.Event && !hasEvent:
-		return usagef("workflow %s has an event trigger: pass the occurrence to fire it with, e.g. --event '{%s}' (its args, and optionally block, tx_hash, log_index, address)",
+		return usagef("workflow %s has an event trigger: pass the occurrence to fire it with, e.g. --event '{%s}' (its args, and optionally block, tx_hash, log_index, tx_log_index, address)",
 			w.Name, jobs.EventArgsExample(w.Trigger.Event))
 	case kind != trigger.Manual && kind != trigger.Event:
 		return usagef("workflow %s has a %s trigger: rflow run starts manual workflows (--input) and event workflows (--event)", w.Name, kind)

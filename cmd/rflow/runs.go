@@ -413,7 +413,7 @@ func runCommand() *cli.Command {
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "input", Usage: "JSON exposed as trigger.input"},
-			&cli.StringFlag{Name: "event", Usage: "fire an event workflow with this synthetic occurrence: JSON of the event's args (and optionally block, tx_hash, log_index, address)"},
+			&cli.StringFlag{Name: "event", Usage: "fire an event workflow with this synthetic occurrence: JSON of the event's args (and optionally block, tx_hash, log_index, tx_log_index, address)"},
 			&cli.StringFlag{Name: "key", Usage: "trigger key (idempotency: the same key never runs twice); default a fresh uuid"},
 		},
 		Action: func(c *cli.Context) error {
@@ -426,6 +426,9 @@ func runCommand() *cli.Command {
 				if !json.Valid([]byte(in)) {
 					var v any
 					return usagef("--input is not valid JSON: %v", json.Unmarshal([]byte(in), &v))
+				}
+				if err := workflow.CheckJSON([]byte(in)); err != nil {
+					return usagef("--input cannot be stored: %v", err)
 				}
 				input = json.RawMessage(in)
 			}

@@ -123,6 +123,10 @@ func printResponses(ctx context.Context, db store.DBTX, out io.Writer, rs []*ser
 		if r.Error != nil {
 			fmt.Fprintf(out, "  error     %s\n", *r.Error)
 		}
+		if r.ReincludedAt != nil {
+			fmt.Fprintf(out, "  back      %s: the log was re-included after this decision (docs/reorgs.md)\n",
+				r.ReincludedAt.UTC().Format(time.RFC3339))
+		}
 		steps, err := store.JournalSteps(ctx, db, store.ReorgJournal, r.ID)
 		if err != nil {
 			return err

@@ -23,6 +23,7 @@ import (
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/server/access"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -42,6 +43,8 @@ func startCommand() *cli.Command {
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long in-flight steps and the relayer's batches get to reach their journal on shutdown; those still running then are cancelled and retried by another process"},
+			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "a reverse proxy (IP or CIDR, repeatable) whose X-Forwarded-Proto and X-Forwarded-For are believed: behind it, the console's cookie is Secure when the proxy says https"},
+			&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics on this address of its own (e.g. 127.0.0.1:9090) instead of on --http"},
 			readyStallFlag(),
 		}, retentionFlags()...),
 		Action: func(c *cli.Context) error {
@@ -64,14 +67,25 @@ func startCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			// The port first: taken, it is the one thing to fix, and the
-			// database need not start for that.
+			proxies, err := access.ParseProxies(c.StringSlice("trusted-proxy"))
+			if err != nil {
+				return usagef("--trusted-proxy: %v", err)
+			}
+			// The ports first: taken, they are the one thing to fix, and
+			// the database need not start for that.
 			ln, err := listenHTTP(c.String("http"))
 			if err != nil {
 				return err
 			}
 			if ln != nil {
 				defer ln.Close()
+			}
+			metricsLn, err := listenMetrics(c.String("metrics-addr"))
+			if err != nil {
+				return err
+			}
+			if metricsLn != nil {
+				defer metricsLn.Close()
 			}
 			db, err := openDatabase(c, project.Name, logger)
 			if err != nil {
@@ -85,6 +99,7 @@ func startCommand() *cli.Command {
 				db: db, project: project, logger: logger, listener: ln, apiToken: os.Getenv("RFLOW_API_TOKEN"),
 				workersOnly: c.Bool("workers-only"), standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
+				proxies: proxies, metricsListener: metricsLn,
 			}
 			if watching {
 				view := newDevView(c.App.Writer)
@@ -124,6 +139,21 @@ func listenHTTP(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// listenMetrics listens on --metrics-addr (nil listener when unset).
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, cli.Exit(fmt.Sprintf("port %s is in use; pass --metrics-addr to choose another", addr), exitFailure)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (--metrics-addr): %w", addr, err)
+	}
+	return ln, nil
+}
+
 // ownEmbedded refuses to run the engine on an embedded Postgres another
 // rflow process runs: that process stops the server when it exits, which
 // would leave this one without its database. Read commands attach to it;
@@ -142,8 +172,14 @@ type engineOptions struct {
 	logger  *slog.Logger
 	// listener serves /healthz, the API and the console (nil: no HTTP server).
 	listener net.Listener
-	// apiToken is the command API's and the console's token (RFLOW_API_TOKEN).
+	// apiToken is the command API's and the console's full-access token
+	// (RFLOW_API_TOKEN); the project's api: tokens: add scoped ones.
 	apiToken string
+	// proxies are the --trusted-proxy reverse proxies.
+	proxies *access.Proxies
+	// metricsListener serves /metrics alone (--metrics-addr); nil serves
+	// it on listener.
+	metricsListener net.Listener
 	// workersOnly works steps and runs no triggers.
 	workersOnly bool
 	// standby waits, holding nothing, until no other process is alive.
@@ -288,10 +324,14 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			idem = o.project.Idempotency
 		}
 		o.logger.Info("command ledger retention", "retention", describeRetention(idem))
+		metricsOnMain := prom.Handler()
+		if o.metricsListener != nil {
+			metricsOnMain = nil
+		}
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
-			APIToken: o.apiToken, BodyLimit: o.bodyLimit,
+			APIToken: o.apiToken, Tokens: o.project.APITokens, Proxies: o.proxies, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: prom.Handler(), ReadyStall: o.readyStall, Watch: chainWatch(engine)})
+			River: engine.Client(), Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine)})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
@@ -301,6 +341,15 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			defer wg.Done()
 			if err := srv.Serve(triggers, o.listener); err != nil {
 				o.logger.Error("http server", "err", err)
+			}
+		}()
+	}
+	if o.metricsListener != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serveMetrics(triggers, o.metricsListener, prom.Handler(), o.logger); err != nil {
+				o.logger.Error("metrics server", "err", err)
 			}
 		}()
 	}

@@ -25,7 +25,7 @@ func ClaimAtFork(t testing.TB, pool *pgxpool.Pool, e *jobs.Engine, fork int64) u
 	ctx := context.Background()
 	var runID uuid.UUID
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":0"
+		key := "31337:0x" + fmt.Sprintf("%064x", 1) + ":tx0"
 		trigger := fmt.Sprintf(`{"event": {"amount": 3}, "block": %d, "phase": "head"}`, fork)
 		if _, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: "credit", TriggerKey: key, TriggerKind: "event",
 			Trigger: []byte(trigger), ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}}); err != nil {

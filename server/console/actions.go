@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rflow-dev/rflow/server/access"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -28,8 +29,8 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, sess *session) {
 }
 
 // decide approves or rejects an approval through the command API
-// (POST /v1/approvals/{id}/approve|reject), recorded as decided by
-// "console" with the form's reason. The form's key makes a double submit
+// (POST /v1/approvals/{id}/approve|reject), recorded as decided by the
+// session's token with the form's reason. The form's key makes a double submit
 // one decision; the API's checks (a conflicting or late decision: 409)
 // apply as they are.
 func (c *Console) decide(verb string) func(http.ResponseWriter, *http.Request, *session) {
@@ -48,7 +49,7 @@ func (c *Console) decide(verb string) func(http.ResponseWriter, *http.Request, *
 			c.fail(w, r, sess, err)
 			return
 		}
-		body, err := json.Marshal(map[string]string{"by": "console", "reason": r.PostFormValue("reason")})
+		body, err := json.Marshal(map[string]string{"reason": r.PostFormValue("reason")})
 		if err != nil {
 			c.fail(w, r, sess, err)
 			return
@@ -59,6 +60,7 @@ func (c *Console) decide(verb string) func(http.ResponseWriter, *http.Request, *
 }
 
 // viaAPI sends a console form's command to the command API's own handler,
+// as the session's principal (so the API's roles apply as they are) and
 // with the Idempotency-Key rendered into the form, and goes back to back on
 // success; a refusal is shown with the API's message (refused otherwise).
 func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, path string, body []byte, back, refused string) {
@@ -71,12 +73,11 @@ func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, path, rd)
+	req, err := http.NewRequestWithContext(access.WithPrincipal(r.Context(), sess.principal), http.MethodPost, path, rd)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
 	}
-	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	req.Header.Set("Idempotency-Key", key.String())
 	req.RemoteAddr = r.RemoteAddr
 	res := &recorder{header: http.Header{}}

@@ -3,12 +3,14 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
@@ -27,11 +29,16 @@ workflows:
     steps:
       - id: pay
         send: { wallet: ops, to: "0x000000000000000000000000000000000000dEaD", value: "${{ gwei(2) }}", approval: {} }
+api:
+  tokens:
+    - { name: ci, token: "${CONSOLE_CI_TOKEN:-` + readToken + `}", roles: [read, deploy] }
 `
 
 // TestConsoleApprovals: a run waiting for approval shows its gate (the
-// prepared transaction) on the approvals page and its run page; approving
-// it there sends once and records the decision, which the run page shows.
+// prepared transaction) on the approvals page and its run page; a token
+// without the approve role sees no decision forms (and a forged one is
+// refused); approving it there sends once and records the decision, which
+// the run page shows.
 func TestConsoleApprovals(t *testing.T) {
 	t.Parallel()
 	br := browser(t)
@@ -53,6 +60,18 @@ func TestConsoleApprovals(t *testing.T) {
 	id := b.startRun(t, "gated")
 	b.waitRun(t, id, store.RunWaitingApproval, 1)
 
+	// A read token sees the gate, without Approve or Reject.
+	br.login(b.srv.URL, readToken, "table.runs")
+	br.open(b.srv.URL+"/ui/approvals", "section.approval")
+	require.Zero(t, run(br, chromedp.Evaluate[int](`document.querySelectorAll('form.decide, button.approve').length`)))
+	apID := run(br, chromedp.AttributeValue(chromedp.CSS("section.approval"), "data-approval")).Value
+	csrf := run(br, chromedp.AttributeValue(chromedp.CSS(`.logout input[name=csrf]`), "value")).Value
+	code := br.fetchStatus("/ui/approvals/"+apID+"/approve",
+		fmt.Sprintf(`{method: 'POST', body: new URLSearchParams({csrf: %q, key: %q})}`, csrf, uuid.NewString()))
+	require.Equal(t, http.StatusForbidden, code)
+	require.Equal(t, start, nonce(), "a read token's forged approval sent nothing")
+	br.submit(".logout button", "#token")
+
 	br.open(b.srv.URL+"/ui/approvals", "#token")
 	br.do(chromedp.SendKeys(chromedp.CSS("#token"), testToken))
 	br.submit("#login", "section.approval")
@@ -68,7 +87,7 @@ func TestConsoleApprovals(t *testing.T) {
 	b.waitRun(t, id, store.RunCompleted, 1)
 	require.Equal(t, start+1, nonce(), "one send")
 	br.open(b.srv.URL+"/ui/runs/"+id.String(), "p.decision")
-	require.Contains(t, br.text("p.decision"), "approved by console at")
+	require.Contains(t, br.text("p.decision"), "approved by RFLOW_API_TOKEN at")
 	require.Contains(t, br.text("p.decision"), "fine by me")
 	require.Equal(t, "completed", br.text("#run-status"))
 }

@@ -2,9 +2,11 @@
 // /ui/ to browse runs and their step journals, retry dead-lettered runs and
 // pause or resume workflows.
 //
-// A person logs in with the API token; the console then keeps an opaque
-// session id in an HttpOnly, SameSite=Strict cookie (the token never leaves
-// the login request). Every POST carries the session's CSRF token in a
+// A person logs in with an API token (RFLOW_API_TOKEN or one of the
+// project's api: tokens:); the console then keeps an opaque session id in
+// an HttpOnly, SameSite=Strict cookie (the token never leaves the login
+// request) and shows what the token's roles allow: pages need read, the
+// retry, pause and resume buttons operate, approve and reject approve. Every POST carries the session's CSRF token in a
 // hidden field and must come from the console's own origin. A button that
 // changes state sends the same command as the /v1 API, through the API's
 // own handler and idempotency ledger, under a key rendered into its form,
@@ -20,14 +22,22 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rflow-dev/rflow/server/access"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // Prefix is where the console is mounted.
 const Prefix = "/ui/"
+
+// RiverUIPrefix is where the server mounts River UI, which accepts the
+// console's session.
+const RiverUIPrefix = "/riverui"
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -51,10 +61,17 @@ type Config struct {
 	// is a POST /v1/runs/{id}/retry through it, so the console and the API
 	// are one command with one ledger.
 	Commands http.Handler
-	// Token is the API token a person logs in with. Empty disables the
-	// console (every page says how to enable it).
-	Token  string
-	Logger *slog.Logger
+	// Keyring holds the tokens a person may log in with; without any the
+	// console is disabled (every page says how to enable it).
+	Keyring *access.Keyring
+	// Proxies are the trusted reverse proxies: behind one that says
+	// X-Forwarded-Proto: https the session cookie is Secure, and the login
+	// throttle counts the client it names.
+	Proxies *access.Proxies
+	// RiverUI says River UI is mounted at RiverUIPrefix: the console links
+	// to it, and a login may return there.
+	RiverUI bool
+	Logger  *slog.Logger
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
 }
@@ -65,6 +82,7 @@ type Console struct {
 	logger   *slog.Logger
 	pages    map[string]*template.Template
 	sessions *sessions
+	throttle *access.Throttle
 	handler  http.Handler
 }
 
@@ -76,7 +94,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
-	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: newSessions(cfg.SessionTTL)}
+	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: newSessions(cfg.SessionTTL), throttle: access.NewThrottle()}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,20 +107,20 @@ func New(cfg Config) (*Console, error) {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", noListing(http.FileServerFS(static))))
 	mux.HandleFunc("GET /ui/login", c.loginPage)
 	mux.HandleFunc("POST /ui/login", c.login)
-	mux.Handle("POST /ui/logout", c.mutation(c.logout))
+	mux.Handle("POST /ui/logout", c.mutation("", c.logout))
 	mux.Handle("GET /ui/{$}", c.page(c.runsPage))
 	mux.Handle("GET /ui/runs/{id}", c.page(c.runPage))
 	mux.Handle("GET /ui/dlq", c.page(c.dlqPage))
 	mux.Handle("GET /ui/workflows", c.page(c.workflowsPage))
-	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(c.retry))
+	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(workflow.RoleOperate, c.retry))
 	mux.Handle("GET /ui/approvals", c.page(c.approvalsPage))
-	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(c.decide("approve")))
-	mux.Handle("POST /ui/approvals/{id}/reject", c.mutation(c.decide("reject")))
-	mux.Handle("POST /ui/workflows/{name}/pause", c.mutation(c.pause))
-	mux.Handle("POST /ui/workflows/{name}/resume", c.mutation(c.resume))
+	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(workflow.RoleApprove, c.decide("approve")))
+	mux.Handle("POST /ui/approvals/{id}/reject", c.mutation(workflow.RoleApprove, c.decide("reject")))
+	mux.Handle("POST /ui/workflows/{name}/pause", c.mutation(workflow.RoleOperate, c.pause))
+	mux.Handle("POST /ui/workflows/{name}/resume", c.mutation(workflow.RoleOperate, c.resume))
 	mux.Handle("/ui/", c.page(func(w http.ResponseWriter, r *http.Request, _ *session) {
 		c.render(w, r, http.StatusNotFound, "error", nil, view{"Message": "There is no console page at " + r.URL.Path + "."})
 	}))
@@ -119,6 +137,19 @@ func New(cfg Config) (*Console, error) {
 
 // ServeHTTP serves everything under Prefix.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// noListing answers 404 for a directory of the static files: their names
+// are nobody's business, and a listing is a page without the console's
+// headers.
+func noListing(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "" || strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
 
 // securityHeaders keeps the pages out of frames and other origins' reach.
 func securityHeaders(next http.Handler) http.Handler {

@@ -112,7 +112,7 @@ func setup(t *testing.T, failures int) *bundle {
 // serve starts an engine for project p on a fresh database, with the
 // relayer's backends dialled as rflow start does, and serves it through
 // server.New.
-func serve(t *testing.T, p *workflow.Project) *bundle {
+func serve(t *testing.T, p *workflow.Project, configure ...func(*server.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	url := storetest.URL(t)
@@ -134,7 +134,11 @@ func serve(t *testing.T, p *workflow.Project) *bundle {
 		_ = e.Stop(sctx)
 		cancel()
 	})
-	srv, err := server.New(server.Config{Pool: pool, Engine: e, APIToken: testToken})
+	cfg := server.Config{Pool: pool, Engine: e, APIToken: testToken, Tokens: p.APITokens}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	srv, err := server.New(cfg)
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

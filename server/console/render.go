@@ -10,6 +10,7 @@ import (
 
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // view is the data of one page; render adds the session's fields.
@@ -52,6 +53,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if sess != nil {
 		v["CSRF"] = sess.csrf
 		v["LoggedIn"] = true
+		// Can.<role> decides which buttons a page shows: none the token
+		// could not use (the handlers refuse them anyway).
+		can := map[string]bool{}
+		for _, role := range sess.principal.Roles {
+			can[string(role)] = true
+		}
+		v["Can"] = can
+		v["Who"] = sess.principal.Name
+		v["WhoRoles"] = sess.principal.RoleList()
+		v["RiverUI"] = c.cfg.RiverUI && sess.principal.Has(workflow.RoleRead)
 	}
 	var buf bytes.Buffer
 	if err := c.pages[name].Execute(&buf, v); err != nil {

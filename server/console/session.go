@@ -2,14 +2,19 @@ package console
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rflow-dev/rflow/server/access"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // SessionCookie is the name of the console's session cookie. It holds an
@@ -17,11 +22,12 @@ import (
 // process's memory, so a restart logs everyone out.
 const SessionCookie = "rflow_session"
 
-// session is one logged-in browser.
+// session is one logged-in browser, acting as the token it logged in with.
 type session struct {
-	id      string
-	csrf    string
-	expires time.Time
+	id        string
+	csrf      string
+	expires   time.Time
+	principal access.Principal
 }
 
 // sessions is the in-memory session table.
@@ -41,8 +47,8 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (s *sessions) create() *session {
-	sess := &session{id: randomToken(), csrf: randomToken(), expires: time.Now().Add(s.ttl)}
+func (s *sessions) create(p access.Principal) *session {
+	sess := &session{id: randomToken(), csrf: randomToken(), expires: time.Now().Add(s.ttl), principal: p}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -84,48 +90,61 @@ func (c *Console) sessionOf(r *http.Request) *session {
 	return c.sessions.get(ck.Value)
 }
 
-// Authenticated reports whether r carries a live console session: the
+// Session returns the principal of r's live console session: the
 // browser's credential for pages mounted next to the console (River UI).
-func (c *Console) Authenticated(r *http.Request) bool { return c.sessionOf(r) != nil }
-
-// tokenOK compares a presented token with the API token in constant time
-// (over digests, so the length leaks nothing either).
-func (c *Console) tokenOK(presented string) bool {
-	if c.cfg.Token == "" {
-		return false
+func (c *Console) Session(r *http.Request) (access.Principal, bool) {
+	sess := c.sessionOf(r)
+	if sess == nil {
+		return access.Principal{}, false
 	}
-	a, b := sha256.Sum256([]byte(presented)), sha256.Sum256([]byte(c.cfg.Token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	return sess.principal, true
 }
+
+func (c *Console) enabled() bool { return c.cfg.Keyring.Enabled() }
 
 func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.cfg.Proxies.Secure(r),
 	})
 }
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.Token == "" {
+	if !c.enabled() {
 		c.disabled(w, r)
 		return
 	}
-	c.render(w, r, http.StatusOK, "login", nil, view{"Next": localNext(r.URL.Query().Get("next"))})
+	c.render(w, r, http.StatusOK, "login", nil, view{"Next": c.localNext(r.URL.Query().Get("next"))})
 }
 
+// login checks a token, slowly for a client that keeps failing: after
+// access.FreeFailures wrong tokens it must wait (429 with Retry-After)
+// before the next try is even checked.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.Token == "" {
+	if !c.enabled() {
 		c.disabled(w, r)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	next := localNext(r.PostFormValue("next"))
-	if !c.tokenOK(strings.TrimSpace(r.PostFormValue("token"))) {
-		c.logger.WarnContext(r.Context(), "console login refused: wrong token", "remote", r.RemoteAddr)
-		c.render(w, r, http.StatusUnauthorized, "login", nil, view{"Next": next, "Error": "That is not the API token."})
+	next := c.localNext(r.PostFormValue("next"))
+	client := c.cfg.Proxies.Client(r)
+	if wait := c.throttle.Wait(client); wait > 0 {
+		secs := int(math.Ceil(wait.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.logger.WarnContext(r.Context(), "console login refused: too many wrong tokens", "client", client, "retry_after_s", secs)
+		c.render(w, r, http.StatusTooManyRequests, "login", nil, view{"Next": next,
+			"Error": fmt.Sprintf("Too many wrong tokens from your address: try again in %d s.", secs)})
 		return
 	}
-	sess := c.sessions.create()
+	p, ok := c.cfg.Keyring.Lookup(strings.TrimSpace(r.PostFormValue("token")))
+	if !ok {
+		c.throttle.Failed(client)
+		c.logger.WarnContext(r.Context(), "console login refused: wrong token", "client", client)
+		c.render(w, r, http.StatusUnauthorized, "login", nil, view{"Next": next, "Error": "That is not the API token or one of the project's api: tokens."})
+		return
+	}
+	c.throttle.Succeeded(client)
+	sess := c.sessions.create(p)
 	c.setCookie(w, r, sess.id, int(c.cfg.SessionTTL/time.Second))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -136,11 +155,12 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, sess *session) 
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 
-// localNext keeps a post-login redirect inside the console.
-func localNext(next string) string {
+// localNext keeps a post-login redirect inside the console (or River UI,
+// when it is mounted).
+func (c *Console) localNext(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || next == "" || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, Prefix) ||
-		strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+	inside := err == nil && (strings.HasPrefix(u.Path, Prefix) || (c.cfg.RiverUI && strings.HasPrefix(u.Path, RiverUIPrefix+"/")))
+	if !inside || next == "" || u.IsAbs() || u.Host != "" || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
 		return Prefix
 	}
 	return u.RequestURI()
@@ -148,16 +168,17 @@ func localNext(next string) string {
 
 func (c *Console) disabled(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusServiceUnavailable, "error", nil,
-		view{"Message": "The console is disabled: start rflow with RFLOW_API_TOKEN set to enable it."})
+		view{"Message": "The console is disabled: start rflow with RFLOW_API_TOKEN set (or api: tokens: in the project file) to enable it."})
 }
 
 // pageHandler is a console page for a logged-in browser.
 type pageHandler func(w http.ResponseWriter, r *http.Request, sess *session)
 
-// page sends a browser without a session to the login form.
+// page sends a browser without a session to the login form; a session
+// whose token lacks the read role sees what it may do instead of the page.
 func (c *Console) page(h pageHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.cfg.Token == "" {
+		if !c.enabled() {
 			c.disabled(w, r)
 			return
 		}
@@ -166,15 +187,22 @@ func (c *Console) page(h pageHandler) http.Handler {
 			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
+		if !sess.principal.Has(workflow.RoleRead) {
+			c.render(w, r, http.StatusForbidden, "error", sess, view{"Message": fmt.Sprintf(
+				"Token %s does not hold the read role (it holds %s), so the console shows it nothing.",
+				sess.principal.Name, sess.principal.RoleList())})
+			return
+		}
 		h(w, r, sess)
 	})
 }
 
-// mutation guards a POST: a live session and its CSRF token in the form,
-// else 403 and nothing changes.
-func (c *Console) mutation(h pageHandler) http.Handler {
+// mutation guards a POST: a live session whose token holds role (any
+// token when role is ""), and its CSRF token in the form, else 403 and
+// nothing changes.
+func (c *Console) mutation(role workflow.Role, h pageHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.cfg.Token == "" {
+		if !c.enabled() {
 			c.disabled(w, r)
 			return
 		}
@@ -188,6 +216,11 @@ func (c *Console) mutation(h pageHandler) http.Handler {
 		if subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) != 1 {
 			c.logger.WarnContext(r.Context(), "console request refused: missing or wrong CSRF token", "path", r.URL.Path)
 			c.render(w, r, http.StatusForbidden, "error", sess, view{"Message": "This form has expired or did not come from the console: reload the page and try again."})
+			return
+		}
+		if role != "" && !sess.principal.Has(role) {
+			c.render(w, r, http.StatusForbidden, "error", sess, view{"Message": fmt.Sprintf(
+				"This needs the %s role; token %s holds %s.", role, sess.principal.Name, sess.principal.RoleList())})
 			return
 		}
 		h(w, r, sess)

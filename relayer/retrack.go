@@ -1,0 +1,36 @@
+package relayer
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/store"
+)
+
+// Retrack is called in the transaction that records a reorg of chainID
+// from fork (the chain service's OnReorg): every confirmed send whose
+// block the reorg replaced is tracked again, with a job of its own, like
+// a mined send that lost its block: the same transaction is found in its
+// new block, or its very bytes are sent again (same nonce, same hash),
+// and it ends confirmed once more at its depth on the new chain. Its final
+// hook runs again; the engine's finds the step completed and does nothing.
+// A reorg deeper than a send's confirmations therefore still pays once, as
+// long as the chain's window (256 blocks) still held the replaced block.
+// It returns how many sends it re-tracked.
+func (r *Relayer) Retrack(ctx context.Context, tx pgx.Tx, chainID, fork int64) (int, error) {
+	ids, err := store.RetrackRelayerTxs(ctx, tx, chainID, fork)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := r.startJob(ctx, tx, id); err != nil {
+			return 0, err
+		}
+	}
+	if len(ids) > 0 {
+		r.log.Warn("confirmed sends lost their blocks (reorg deeper than their confirmations); tracking them again",
+			"chain_id", chainID, "fork_block", fork, "sends", len(ids))
+	}
+	return len(ids), nil
+}
