@@ -15,7 +15,7 @@ import (
 )
 
 // A run parks on wait_for behind a provider that caps eth_getLogs at 5
-// blocks, and the Claimed it waits for was mined 9 blocks before it parked:
+// blocks, and the Claimed it waits for was mined 20 blocks before it parked:
 // its lookback spans more than the provider takes at once. It is read in
 // ranges the provider accepts, and the run resumes (before, the lookback
 // was read in max_block_range chunks the provider refused forever). Here
@@ -44,7 +44,7 @@ func lookbackThroughCappedRanges(t *testing.T, rpcURL string, chainID int64, em 
 	pool, _ := chainBundle(t, fmt.Sprintf(`
 name: capped
 networks:
-  - { name: local, chain_id: %d, rpc: %q, confirmations: 9, block_poll_interval: 50ms }
+  - { name: local, chain_id: %d, rpc: %q, confirmations: 20, block_poll_interval: 50ms }
 contracts:
   - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
 workflows:
@@ -62,7 +62,7 @@ workflows:
 	time.Sleep(time.Second) // the feed starts at the current head
 	em.Deposit(5)
 	rc := em.Transact("claim", big.NewInt(5))
-	mine(10)
+	mine(21)
 	run := onlyRun(t, pool, "saga")
 	b := &testBundle{pool: pool, recv: recv}
 	require.Equal(t, store.RunCompleted, b.waitRun(t, run.ID).Status)
