@@ -18,6 +18,14 @@ func (s *Service) addBlock(t BlockTrigger) error {
 	if t.Every == 0 {
 		return fmt.Errorf("block trigger %s: every must be at least 1", t.Workflow)
 	}
+	var tag store.FinalityTag
+	switch t.RunOn {
+	case "", RunOnHead:
+	case RunOnSafe, RunOnFinalized:
+		tag = Phase(t.RunOn).tag()
+	default:
+		return fmt.Errorf("block trigger %s: run_on %q: want head, safe or finalized", t.Workflow, t.RunOn)
+	}
 	name := TaskName("block", t.Workflow)
 	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
 		start, err := s.startAtHead(ctx, n, t.Confirmations)
@@ -40,8 +48,14 @@ func (s *Service) addBlock(t BlockTrigger) error {
 			}
 			return b, nil
 		}
-		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: "block",
-			depth: t.Confirmations, start: start, fetch: fetch})
+		// A tagged block trigger's cursor is its own phase (named by the
+		// tag), so lag and stall checks measure it against the tag.
+		phase := "block"
+		if tag != "" {
+			phase = string(tag)
+		}
+		return s.follow(ctx, n, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: phase,
+			depth: t.Confirmations, tag: tag, start: start, fetch: fetch})
 	})
 	return nil
 }

@@ -39,7 +39,22 @@ type Network struct {
 	// Window is how many recent blocks the block-hash window keeps
 	// (default 256); reorgs deeper than it are handled as a replaced chain.
 	Window int
+	// Finality says whether the network's nodes serve the safe and
+	// finalized block tags (see finality.go): FinalityNone turns the
+	// tag polling off.
+	Finality Finality
 }
+
+// Finality is a network's declaration of the safe and finalized block
+// tags (rflow.yaml's finality:).
+type Finality string
+
+// Finality declarations. FinalityUnknown polls the tags and finds out.
+const (
+	FinalityUnknown Finality = ""
+	FinalityTags    Finality = "tags"
+	FinalityNone    Finality = "none"
+)
 
 func (n Network) withDefaults() Network {
 	if n.BlockPollInterval <= 0 {
@@ -54,14 +69,17 @@ func (n Network) withDefaults() Network {
 	return n
 }
 
-// Phase is when a log is delivered: at the head (depth 0) or once it has the
-// configured confirmations.
+// Phase is when a log is delivered: at the head (depth 0), once it has the
+// configured confirmations, or once the node's safe or finalized block
+// reaches it.
 type Phase string
 
 // Phases.
 const (
 	PhaseHead      Phase = "head"
 	PhaseConfirmed Phase = "confirmed"
+	PhaseSafe      Phase = "safe"
+	PhaseFinalized Phase = "finalized"
 )
 
 // RunOn selects the phases an event trigger claims runs in.
@@ -73,6 +91,8 @@ const (
 	RunOnHead      RunOn = "head"
 	RunOnConfirmed RunOn = "confirmed"
 	RunOnBoth      RunOn = "both"
+	RunOnSafe      RunOn = "safe"
+	RunOnFinalized RunOn = "finalized"
 )
 
 // EventTrigger claims one run per matching log (per phase).
@@ -106,6 +126,9 @@ type BlockTrigger struct {
 	Every    uint64
 	// Confirmations is the depth at which a block fires (default 0).
 	Confirmations int
+	// RunOn is RunOnHead (or empty: at Confirmations depth), RunOnSafe or
+	// RunOnFinalized (a block fires once the node's tag block reaches it).
+	RunOn RunOn
 	// Generation is the workflow generation the trigger was built from
 	// (Config.Reload sets it); the task commits only while it is current.
 	Generation int64
@@ -200,8 +223,12 @@ func (t EventTrigger) phases() ([]Phase, error) {
 		return []Phase{PhaseHead}, nil
 	case RunOnBoth:
 		return []Phase{PhaseHead, PhaseConfirmed}, nil
+	case RunOnSafe:
+		return []Phase{PhaseSafe}, nil
+	case RunOnFinalized:
+		return []Phase{PhaseFinalized}, nil
 	}
-	return nil, fmt.Errorf("event trigger %s: run_on %q: want head, confirmed or both", t.Workflow, t.RunOn)
+	return nil, fmt.Errorf("event trigger %s: run_on %q: want head, confirmed, both, safe or finalized", t.Workflow, t.RunOn)
 }
 
 // TaskName is the ingestion task (lease and cursor name) of a workflow's

@@ -58,7 +58,7 @@ func (s *Service) addEvent(t EventTrigger) error {
 				depth = confirmationsOf(t, n.cfg)
 			}
 			jobs = append(jobs, &cursorJob{s: s, n: n, lease: lease, task: name, workflow: t.Workflow, phase: string(p), depth: depth,
-				start: int64(t.StartBlock) - 1, fetch: s.eventFetcher(n, t, p, len(phases) > 1)})
+				tag: p.tag(), start: int64(t.StartBlock) - 1, fetch: s.eventFetcher(n, t, p, len(phases) > 1)})
 		}
 		return s.follow(ctx, n, jobs...)
 	})

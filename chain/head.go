@@ -36,6 +36,7 @@ func (s *Service) trackHead(ctx context.Context, n *netState, lease store.Lease)
 		if err := s.pollHead(ctx, n, lease); err != nil {
 			return err
 		}
+		s.pollFinality(ctx, n, lease)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -44,7 +44,8 @@ type cursorJob struct {
 	workflow string
 	phase    string
 	depth    int
-	start    int64 // the cursor's first value if it does not exist yet
+	tag      store.FinalityTag // when set, the cursor follows the tag's block instead of a depth
+	start    int64             // the cursor's first value if it does not exist yet
 	fetch    fetchFunc
 	// deliver, when set, replaces claiming: it gets the range's batch in
 	// the transaction that advances the cursor (a wait feed's matcher).
@@ -93,7 +94,10 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 	if err != nil || !ok {
 		return false, err
 	}
-	target := head.Number - int64(j.depth)
+	target, ok, err := j.target(ctx, head.Number)
+	if err != nil || !ok {
+		return false, err
+	}
 	cursor, err := j.s.cursor(ctx, j.n, j.lease, j.workflow, j.task, j.phase, j.start, head.Number)
 	if err != nil {
 		return false, err

@@ -38,6 +38,7 @@ type Service struct {
 type netState struct {
 	cfg    Network
 	client *Client
+	tags   tagPoll // the head tracker's polling of the finality tags
 	// recorded is the head tracker's last recorded node answer.
 	recorded headRecord
 

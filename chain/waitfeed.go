@@ -91,13 +91,27 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 		}
 		j := &cursorJob{s: s, n: n, lease: lease, task: name, phase: "head", start: start,
 			fetch: s.waitFetcher(n, f, key)}
+		// delivered is the tag blocks the last delivery settled under.
+		var delivered string
 		j.deliver = func(ctx context.Context, tx pgx.Tx, b batch, head int64) error {
-			return s.cfg.Matcher.MatchTx(ctx, tx, WaitDelivery{Feed: key, Head: head, Logs: b.decoded,
-				Lookback: b.lookback, LookbackIDs: b.lookbackIDs})
+			mark, err := tagMark(ctx, tx, n.cfg.ChainID)
+			if err != nil {
+				return err
+			}
+			if err := s.cfg.Matcher.MatchTx(ctx, tx, WaitDelivery{Feed: key, Head: head, Logs: b.decoded,
+				Lookback: b.lookback, LookbackIDs: b.lookbackIDs}); err != nil {
+				return err
+			}
+			delivered = mark
+			return nil
 		}
 		j.pending = func(ctx context.Context) (bool, error) {
 			lbs, err := store.WaitLookbacks(ctx, s.pool, key)
-			return len(lbs) > 0, err
+			if err != nil || len(lbs) > 0 {
+				return len(lbs) > 0, err
+			}
+			mark, err := tagMark(ctx, s.pool, n.cfg.ChainID)
+			return mark != delivered, err
 		}
 		return s.follow(ctx, n, j)
 	})

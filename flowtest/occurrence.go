@@ -184,8 +184,9 @@ func (c *claimer) event(o fixture.Occurrence) (store.Claim, bool, error) {
 		}
 	}
 	phase := chain.PhaseConfirmed
-	if t.RunOn == workflow.RunOnHead {
-		phase = chain.PhaseHead
+	switch t.RunOn {
+	case workflow.RunOnHead, workflow.RunOnSafe, workflow.RunOnFinalized:
+		phase = chain.Phase(t.RunOn)
 	}
 	claim.Trigger, err = trigger.EventPayload{Event: d, Block: l.BlockNumber, Phase: string(phase)}.MarshalJSON()
 	if err != nil {

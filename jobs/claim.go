@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,9 +129,13 @@ func (e *Engine) StartRunTx(ctx context.Context, tx pgx.Tx, c store.Claim) (uuid
 	}
 	id, same, err := store.RunByKey(ctx, tx, c.Workflow, c.TriggerKey, c.Trigger)
 	if errors.Is(err, store.ErrNotFound) && n == 0 {
-		// The gate claims nothing for a retired workflow.
+		// The gate claims nothing for a retired workflow, nor for a key
+		// whose run was pruned.
 		if w, werr := store.GetWorkflow(ctx, tx, c.Workflow); werr == nil && w.RetiredAt != nil {
 			return uuid.Nil, false, &store.RetiredError{Workflow: c.Workflow, At: *w.RetiredAt}
+		}
+		if pruned, terr := store.Tombstone(ctx, tx, c.Workflow, c.TriggerKey); terr != nil || pruned != nil {
+			return uuid.Nil, false, cmp.Or[error](terr, pruned)
 		}
 	}
 	if err != nil {

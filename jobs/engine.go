@@ -58,6 +58,9 @@ type Config struct {
 	// frees every liveness lock at once, and live processes need a moment
 	// to take theirs again.
 	NodeGrace time.Duration
+	// WorkersOnly records that this process runs no triggers, so a
+	// standby of its project does not wait for it (store.NodeRole).
+	WorkersOnly bool
 	// HTTPClient makes http_call and notify requests (default: a client
 	// with no overall timeout; each step sets its own).
 	HTTPClient *http.Client
@@ -119,6 +122,7 @@ type Engine struct {
 	jobTimeout  time.Duration
 	rescueAfter time.Duration
 	nodeGrace   time.Duration
+	workersOnly bool
 	observer    Observer
 	tracer      trace.Tracer
 	tracing     bool
@@ -154,11 +158,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 
 		rehearsal: cfg.Rehearsal,
 
-		jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
-		nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
-		observer:   cfg.Observer,
-		tracer:     newTracer(cfg.TracerProvider),
-		tracing:    cfg.TracerProvider != nil,
+		jobTimeout:  cmp.Or(cfg.JobTimeout, defaultJobTimeout),
+		nodeGrace:   cmp.Or(cfg.NodeGrace, defaultNodeGrace),
+		workersOnly: cfg.WorkersOnly,
+		observer:    cfg.Observer,
+		tracer:      newTracer(cfg.TracerProvider),
+		tracing:     cfg.TracerProvider != nil,
 	}
 	if e.observer == nil {
 		e.observer = nopObserver{}
@@ -284,7 +289,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
 	}
 	if e.url != "" {
-		node, err := store.RegisterNode(ctx, e.url, e.client.ID())
+		node, err := store.RegisterNodeAs(ctx, e.url, e.client.ID(), store.NodeRole{Project: e.project.Name, WorkersOnly: e.workersOnly})
 		if err != nil {
 			return err
 		}

@@ -68,6 +68,10 @@ func (e *Engine) newWait(ctx context.Context, tx pgx.Tx, a *advance, l loc, key 
 	if wf.Confirmations != nil {
 		w.Confirmations = *wf.Confirmations
 	}
+	if wf.Finality != "" {
+		tag := wf.Finality
+		w.Finality, w.Confirmations = &tag, 0
+	}
 	if wf.Event.Where != nil {
 		src := wf.Event.Where.Source()
 		w.Where = &src

@@ -33,7 +33,7 @@ func ChainNetworks(p *workflow.Project) []chain.Network {
 	for _, n := range p.Networks {
 		out = append(out, chain.Network{
 			Name: n.Name, ChainID: int64(n.ChainID), RPC: n.RPC, WS: n.WS, Confirmations: n.Confirmations,
-			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange,
+			BlockPollInterval: n.BlockPollInterval, MaxBlockRange: n.MaxBlockRange, Finality: chain.Finality(n.Finality),
 		})
 	}
 	return out
@@ -168,7 +168,7 @@ func (e *Engine) addChainTrigger(trig *chain.Triggers, wf *workflow.Workflow, ge
 		trig.Events = append(trig.Events, et)
 	case t.Block != nil:
 		trig.Blocks = append(trig.Blocks, chain.BlockTrigger{Workflow: wf.Name, Network: t.Block.Network, Every: t.Block.Every,
-			Generation: generation})
+			RunOn: chain.RunOn(t.Block.RunOn), Generation: generation})
 	case t.Read != nil:
 		c := p.Contract(t.Read.Contract)
 		if c == nil || t.Read.ABIMethod == nil {

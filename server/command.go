@@ -221,8 +221,12 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
 	var conflict *store.TriggerKeyConflict
 	var retired *store.RetiredError
+	var pruned *store.PrunedError
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &pruned):
+		ae = &apiError{status: http.StatusConflict, code: "run_pruned", message: pruned.Error(),
+			details: map[string]any{"run_id": pruned.RunID, "key": pruned.Key, "pruned_at": pruned.PrunedAt}}
 	case errors.As(err, &retired):
 		ae = &apiError{status: http.StatusGone, code: "workflow_retired", message: retired.Error()}
 	case errors.As(err, &conflict):

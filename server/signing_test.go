@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -86,14 +87,38 @@ func TestSignedWebhookCannotBeReplayedAsNewRun(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
 	require.Equal(t, 3, runs())
 
-	// A definition whose signed hook keys on an unsigned header does not
-	// deploy.
+	// A signed hook keyed on a header it does not list in signed_headers
+	// deploys: the header is signed implicitly, so a request whose
+	// signature leaves it out is refused.
 	def := []byte(`name: loose
 trigger:
-  webhook: { secret: s, idempotency_key: "${{ headers['x-request-id'] }}" }
+  webhook: { secret: ` + hookSecret + `, idempotency_key: "${{ headers['x-request-id'] }}" }
 steps: [ { id: park, delay: 1h } ]
 `)
 	r = b.api(t, http.MethodPut, "/v1/workflows/loose", "deploy-loose", def)
+	require.Less(t, r.status, 300, "%s", r.body)
+	bare = signedWith(hookSecret, "/hooks/loose", body, time.Now(), nil)
+	bare["X-Request-Id"] = "req-1"
+	r = b.do(t, http.MethodPost, "/hooks/loose", body, bare)
+	require.Equal(t, http.StatusUnauthorized, r.status, "%s", r.body)
+	require.Contains(t, string(r.body), "x-request-id")
+	req := httptest.NewRequest(http.MethodPost, "/hooks/loose", nil)
+	req.Header.Set("X-Request-Id", "req-1")
+	signature.SignRequest(req, hookSecret, body, []string{"X-Request-Id"}, time.Now())
+	covering := map[string]string{"Content-Type": "application/json"}
+	for k := range req.Header {
+		covering[k] = req.Header.Get(k)
+	}
+	r = b.do(t, http.MethodPost, "/hooks/loose", body, covering)
+	require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+
+	// Reading the headers as a whole is never covered: it does not deploy.
+	def = []byte(`name: looser
+trigger:
+  webhook: { secret: ` + hookSecret + `, idempotency_key: "${{ headers[body.h] }}" }
+steps: [ { id: park, delay: 1h } ]
+`)
+	r = b.api(t, http.MethodPut, "/v1/workflows/looser", "deploy-looser", def)
 	require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s", r.body)
-	require.Contains(t, string(r.body), "headers['x-request-id']")
+	require.Contains(t, string(r.body), "headers (as a whole)")
 }

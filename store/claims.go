@@ -87,8 +87,9 @@ type ClaimedRun struct {
 // ClaimRuns is the claim gate: it first moves runs claimed under an
 // occurrence's legacy key to its key (see Claim.LegacyKey), then inserts one run per claim with
 // INSERT … ON CONFLICT (workflow_name, trigger_key) DO NOTHING in tx and
-// returns only the claims that created a run. Claims for unknown workflows
-// are dropped; the run pins the workflow's current generation. Claims for a
+// returns only the claims that created a run. Claims for unknown or
+// retired workflows, and for keys whose run was pruned (a tombstone), are
+// dropped; the run pins the workflow's current generation. Claims for a
 // paused workflow still pass the gate (so nothing is lost) and are started
 // on resume. The caller
 // enqueues the first step in the same tx, so a run and its first job commit
@@ -132,6 +133,7 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])
 			WITH ORDINALITY AS c(id, workflow, key, kind, payload, chain_id, block, hash, ord)
 		JOIN rflow.workflows w ON w.name = c.workflow AND w.retired_at IS NULL
+		WHERE NOT EXISTS (SELECT 1 FROM rflow.run_tombstones t WHERE t.workflow_name = c.workflow AND t.trigger_key = c.key)
 		ORDER BY c.ord
 		ON CONFLICT (workflow_name, trigger_key) DO NOTHING
 		RETURNING id, workflow_name, generation, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,

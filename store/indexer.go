@@ -121,6 +121,9 @@ func ApplyReorg(ctx context.Context, tx pgx.Tx, r ReorgRecord, canonical []Index
 		r.ChainID, r.ForkBlock); err != nil {
 		return nil, fmt.Errorf("drop replaced blocks of chain %d: %w", r.ChainID, err)
 	}
+	if err := forgetFinality(ctx, tx, r.ChainID, r.ForkBlock); err != nil {
+		return nil, err
+	}
 	if err := AppendBlocks(ctx, tx, r.ChainID, canonical, keep); err != nil {
 		return nil, err
 	}
@@ -406,6 +409,9 @@ func ReplaceChain(ctx context.Context, tx pgx.Tx, c ChainReplacement) (ReplacedC
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM indexer.blocks WHERE chain_id = $1`, id.ChainID); err != nil {
 			return out, fmt.Errorf("drop the window of chain %d: %w", id.ChainID, err)
+		}
+		if err := forgetFinality(ctx, tx, id.ChainID, 0); err != nil {
+			return out, err
 		}
 	}
 	qualifier := c.Qualifier

@@ -32,16 +32,32 @@ type Node struct {
 	url      string
 	host     string
 
+	role NodeRole
+
 	mu     sync.Mutex
 	conn   *pgx.Conn // nil while disconnected
 	closed bool
 }
 
+// NodeRole is what a registered process does, for the standbys that wait
+// on it.
+type NodeRole struct {
+	// Project is the project (rflow.yaml's name) the process runs.
+	Project string
+	// WorkersOnly: the process works steps and runs no triggers.
+	WorkersOnly bool
+}
+
 // RegisterNode records this process under clientID (its River client id)
 // and takes its liveness lock on a dedicated connection to url.
 func RegisterNode(ctx context.Context, url, clientID string) (*Node, error) {
+	return RegisterNodeAs(ctx, url, clientID, NodeRole{})
+}
+
+// RegisterNodeAs is RegisterNode for a process of role's project and role.
+func RegisterNodeAs(ctx context.Context, url, clientID string, role NodeRole) (*Node, error) {
 	host, _ := os.Hostname()
-	n := &Node{ClientID: clientID, url: url, host: host}
+	n := &Node{ClientID: clientID, url: url, host: host, role: role}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("register node: %w", err)
@@ -73,9 +89,9 @@ func (n *Node) lockAndUpsert(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	var inserted bool
 	err := tx.QueryRow(ctx, `
-		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity) VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET seen_at = now(), suspect_since = NULL
-		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity()).Scan(&inserted)
+		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity(), n.role.Project, !n.role.WorkersOnly).Scan(&inserted)
 	return inserted, err
 }
 

@@ -55,12 +55,14 @@ type NonceGap struct {
 // network: a trigger's or a wait feed's.
 type CursorLag struct {
 	Task    string // "event/<workflow>", "block/…", "read/…", "wait/<chain id>/<address|any>/<topic>"
-	Phase   string // head, confirmed, block, tick
+	Phase   string // head, confirmed, safe, finalized, block, tick
 	ChainID int64
 	Block   int64 // the last block fully claimed
 	// Head is the newest block known: the window's head, or the node's last
 	// reported head when the window trails it (a head tracker behind its
-	// node); Block when neither is known.
+	// node); Block when neither is known. For a phase that follows a
+	// finality tag (safe, finalized) it is the tag's recorded block when
+	// lower than the window's head.
 	Head int64
 	// Behind is how long the oldest unclaimed block has been seen: zero
 	// when the cursor is at the head. A cursor so far behind that its next
@@ -189,19 +191,31 @@ func nonceGaps(ctx context.Context, tx pgx.Tx) ([]NonceGap, error) {
 func CursorLags(ctx context.Context, db DBTX) ([]CursorLag, error) {
 	rows, err := db.Query(ctx, `
 		SELECT c.task, c.phase, c.chain_id, c.block, c.updated_at,
-		       greatest(coalesce(h.number, c.block), coalesce(nh.node_head, c.block)),
+		       CASE WHEN NOT tagged.is THEN greatest(coalesce(h.number, c.block), coalesce(nh.node_head, c.block))
+		            ELSE least(coalesce(h.number, c.block), coalesce(f.number, c.block)) END,
 		       CASE WHEN h.number IS NULL OR h.number <= c.block THEN 0
-		            ELSE extract(epoch FROM now() - coalesce(nb.seen_at, c.updated_at))::float8
+		            WHEN NOT tagged.is THEN extract(epoch FROM now() - coalesce(nb.seen_at, c.updated_at))::float8
+		            WHEN coalesce(f.number, c.block) <= c.block THEN 0
+		            ELSE extract(epoch FROM now() - greatest(nb.seen_at, f.seen_at))::float8
 		       END,
-		       coalesce(extract(epoch FROM now() - (
-		           SELECT min(b.seen_at) FROM indexer.blocks b
-		           WHERE b.chain_id = c.chain_id AND b.number > c.block AND b.seen_at > c.updated_at))::float8, 0),
+		       CASE WHEN NOT tagged.is THEN coalesce(extract(epoch FROM now() - (
+		                SELECT min(b.seen_at) FROM indexer.blocks b
+		                WHERE b.chain_id = c.chain_id AND b.number > c.block AND b.seen_at > c.updated_at))::float8, 0)
+		            WHEN coalesce(f.number, c.block) <= c.block THEN 0
+		            ELSE extract(epoch FROM now() - greatest(f.seen_at, c.updated_at))::float8
+		       END,
 		       coalesce(l.owner, ''), coalesce(l.expires_at > now(), false)
 		FROM indexer.cursors c
 		LEFT JOIN LATERAL (SELECT b.number, b.seen_at FROM indexer.blocks b
 		                   WHERE b.chain_id = c.chain_id ORDER BY b.number DESC LIMIT 1) h ON true
 		LEFT JOIN indexer.blocks nb ON nb.chain_id = c.chain_id AND nb.number = c.block + 1
 		LEFT JOIN indexer.heads nh ON nh.chain_id = c.chain_id
+		-- A phase that follows a finality tag (safe, finalized) is measured
+		-- against the tag's block, which it cannot pass, and waits from when
+		-- the tag (or the cursor) last moved: a finalized cursor is not 64
+		-- blocks behind, nor stalled between two epochs.
+		CROSS JOIN LATERAL (SELECT c.phase IN ('safe', 'finalized') AS is) tagged
+		LEFT JOIN indexer.finality f ON f.chain_id = c.chain_id AND f.tag = c.phase
 		LEFT JOIN LATERAL (SELECT x.owner, x.expires_at FROM rflow.leases x
 		                   WHERE (x.name = c.task OR right(x.name, length(c.task) + 1) = '/' || c.task)
 		                   ORDER BY x.token = c.lease_token DESC, x.expires_at DESC LIMIT 1) l ON true

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -79,9 +82,10 @@ const prunable = `
 // FOR UPDATE SKIP LOCKED, so pruning never waits on the engine. It stops
 // after the first partial batch and returns how many runs it deleted.
 //
-// A pruned run's trigger key is free again: an occurrence redelivered
-// after its run was pruned would claim a new run, so keep the window longer
-// than any redelivery.
+// A pruned run leaves a tombstone of its (workflow, trigger key) in
+// rflow.run_tombstones, written in the same statement, which the claim
+// gate honours: an occurrence delivered again after its run was pruned
+// claims nothing.
 func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
@@ -91,10 +95,14 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 		var n int64
 		err := pool.QueryRow(ctx, `
 			WITH victims AS (
-				SELECT r.id `+prunable+`
+				SELECT r.id, r.workflow_name, r.trigger_key `+prunable+`
 				ORDER BY r.finished_at
 				LIMIT $4
 				FOR UPDATE OF r SKIP LOCKED
+			), tombs AS (
+				INSERT INTO rflow.run_tombstones (workflow_name, trigger_key, run_id)
+				SELECT workflow_name, trigger_key, id FROM victims
+				ON CONFLICT (workflow_name, trigger_key) DO NOTHING
 			), jobs AS (
 				DELETE FROM river.river_job j USING victims r
 				WHERE `+jobOfRun+` AND j.state <> 'running'
@@ -125,4 +133,32 @@ func CountPrunable(ctx context.Context, db DBTX, f PruneFilter) (int64, error) {
 		return 0, fmt.Errorf("count prunable runs: %w", err)
 	}
 	return n, nil
+}
+
+// PrunedError is a claim for an occurrence whose run was pruned: the
+// tombstone kept its key, so nothing new starts.
+type PrunedError struct {
+	Workflow, Key string
+	RunID         uuid.UUID
+	PrunedAt      time.Time
+}
+
+func (e *PrunedError) Error() string {
+	return fmt.Sprintf("key %s of %s already had run %s, pruned at %s: nothing new started",
+		e.Key, e.Workflow, e.RunID, e.PrunedAt.UTC().Format(time.RFC3339))
+}
+
+// Tombstone returns the tombstone of (workflow, key) as a *PrunedError, or
+// nil when the key has none.
+func Tombstone(ctx context.Context, db DBTX, workflow, key string) (*PrunedError, error) {
+	e := &PrunedError{Workflow: workflow, Key: key}
+	err := db.QueryRow(ctx, `SELECT run_id, pruned_at FROM rflow.run_tombstones WHERE workflow_name = $1 AND trigger_key = $2`,
+		workflow, key).Scan(&e.RunID, &e.PrunedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tombstone of %s %s: %w", workflow, key, err)
+	}
+	return e, nil
 }

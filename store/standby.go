@@ -23,3 +23,24 @@ func LiveNodes(ctx context.Context, db DBTX) (int, error) {
 	}
 	return n, nil
 }
+
+// LiveTriggerNodes counts the live processes of project that run triggers
+// (not --workers-only), and those of versions that record no project: what
+// a standby of project waits on. Processes of other projects and
+// workers-only ones do not hold the project's trigger role.
+func LiveTriggerNodes(ctx context.Context, db DBTX, project string) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `
+		SELECT count(*) FROM rflow.nodes n
+		WHERE n.triggers AND (n.project = $2 OR n.project = '')
+		  AND EXISTS (
+			SELECT 1 FROM pg_locks l
+			WHERE l.locktype = 'advisory' AND l.granted
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND l.classid::bigint = $1 AND l.objid::bigint = n.id AND l.objsubid = 2)`,
+		nodeLockClass, project).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count live trigger processes of %s: %w", project, err)
+	}
+	return n, nil
+}

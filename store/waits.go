@@ -26,30 +26,34 @@ const (
 
 // Wait is the persisted condition of one wait_for step attempt.
 type Wait struct {
-	ID            int64           `json:"id"`
-	RunID         uuid.UUID       `json:"run_id"`
-	StepKey       string          `json:"step_key"`
-	StepID        string          `json:"step_id"`
-	Attempt       int             `json:"attempt"`
-	ChainID       int64           `json:"chain_id"`
-	Contract      string          `json:"contract"`
-	Event         string          `json:"event"`
-	Address       string          `json:"address"`
-	Topic         string          `json:"topic"`
-	MatchKey      string          `json:"match_key"`
-	Where         *string         `json:"where,omitempty"`
-	Confirmations int             `json:"confirmations"`
-	FromBlock     int64           `json:"from_block"`
-	LookbackDone  bool            `json:"lookback_done"`
-	Deadline      *time.Time      `json:"deadline,omitempty"`
-	OnTimeout     string          `json:"on_timeout"`
-	Status        WaitStatus      `json:"status"`
-	CandBlock     *int64          `json:"candidate_block,omitempty"`
-	CandHash      *string         `json:"candidate_block_hash,omitempty"`
-	CandIndex     *int            `json:"candidate_log_index,omitempty"`
-	EventData     json.RawMessage `json:"event_data,omitempty"`
-	CreatedAt     time.Time       `json:"created_at"`
-	SettledAt     *time.Time      `json:"settled_at,omitempty"`
+	ID            int64     `json:"id"`
+	RunID         uuid.UUID `json:"run_id"`
+	StepKey       string    `json:"step_key"`
+	StepID        string    `json:"step_id"`
+	Attempt       int       `json:"attempt"`
+	ChainID       int64     `json:"chain_id"`
+	Contract      string    `json:"contract"`
+	Event         string    `json:"event"`
+	Address       string    `json:"address"`
+	Topic         string    `json:"topic"`
+	MatchKey      string    `json:"match_key"`
+	Where         *string   `json:"where,omitempty"`
+	Confirmations int       `json:"confirmations"`
+	// Finality, when set ("safe" or "finalized"), replaces Confirmations:
+	// the wait settles once its candidate's block is at or below the
+	// chain's block of that tag (indexer.finality).
+	Finality     *string         `json:"finality,omitempty"`
+	FromBlock    int64           `json:"from_block"`
+	LookbackDone bool            `json:"lookback_done"`
+	Deadline     *time.Time      `json:"deadline,omitempty"`
+	OnTimeout    string          `json:"on_timeout"`
+	Status       WaitStatus      `json:"status"`
+	CandBlock    *int64          `json:"candidate_block,omitempty"`
+	CandHash     *string         `json:"candidate_block_hash,omitempty"`
+	CandIndex    *int            `json:"candidate_log_index,omitempty"`
+	EventData    json.RawMessage `json:"event_data,omitempty"`
+	CreatedAt    time.Time       `json:"created_at"`
+	SettledAt    *time.Time      `json:"settled_at,omitempty"`
 	// Workflow is the run's workflow name: a wait feed matches only the
 	// waits of runs its engine may move on (a rehearsal's own schema).
 	Workflow string `json:"-"`
@@ -59,13 +63,13 @@ type Wait struct {
 const waitColumns = `w.id, w.run_id, w.step_key, w.step_id, w.attempt, w.chain_id, w.contract, w.event, w.address,
 	w.topic, w.match_key, w.where_src, w.confirmations, w.from_block, w.lookback_done, w.deadline, w.on_timeout,
 	w.status, w.cand_block, w.cand_hash, w.cand_index, w.event_data, w.created_at, w.settled_at,
-	(SELECT r.workflow_name FROM rflow.workflow_runs r WHERE r.id = w.run_id)`
+	(SELECT r.workflow_name FROM rflow.workflow_runs r WHERE r.id = w.run_id), w.finality`
 
 func scanWait(row pgx.Row) (*Wait, error) {
 	var w Wait
 	err := row.Scan(&w.ID, &w.RunID, &w.StepKey, &w.StepID, &w.Attempt, &w.ChainID, &w.Contract, &w.Event, &w.Address,
 		&w.Topic, &w.MatchKey, &w.Where, &w.Confirmations, &w.FromBlock, &w.LookbackDone, &w.Deadline, &w.OnTimeout,
-		&w.Status, &w.CandBlock, &w.CandHash, &w.CandIndex, &w.EventData, &w.CreatedAt, &w.SettledAt, &w.Workflow)
+		&w.Status, &w.CandBlock, &w.CandHash, &w.CandIndex, &w.EventData, &w.CreatedAt, &w.SettledAt, &w.Workflow, &w.Finality)
 	return &w, err
 }
 
@@ -85,11 +89,11 @@ func collectWaits(rows pgx.Rows, err error, what string) ([]*Wait, error) {
 func InsertWait(ctx context.Context, tx pgx.Tx, w Wait) error {
 	_, err := tx.Exec(ctx, `
 		INSERT INTO rflow.waits (run_id, step_key, step_id, attempt, chain_id, contract, event, address, topic,
-			match_key, where_src, confirmations, from_block, lookback_done, deadline, on_timeout)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			match_key, where_src, confirmations, from_block, lookback_done, deadline, on_timeout, finality)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (run_id, step_key, attempt) DO NOTHING`,
 		w.RunID, w.StepKey, w.StepID, w.Attempt, w.ChainID, w.Contract, w.Event, w.Address, w.Topic, w.MatchKey,
-		w.Where, w.Confirmations, w.FromBlock, w.LookbackDone, w.Deadline, w.OnTimeout)
+		w.Where, w.Confirmations, w.FromBlock, w.LookbackDone, w.Deadline, w.OnTimeout, w.Finality)
 	if err != nil {
 		return fmt.Errorf("park wait %s of run %s: %w", w.StepKey, w.RunID, err)
 	}
@@ -184,17 +188,29 @@ func FinishLookbacks(ctx context.Context, tx pgx.Tx, ids []int64) error {
 }
 
 // DeepWaits returns feed's armed waits whose candidate is at least their
-// confirmations deep under head and still in the canonical window (or
+// confirmations deep under head (or, under a finality tag, at or below the
+// tag's block) and still in the canonical window (or
 // older than it, or the window is empty: nothing to check it against).
 func DeepWaits(ctx context.Context, db DBTX, feed WaitFeed, head int64) ([]*Wait, error) {
 	rows, err := db.Query(ctx, `SELECT `+waitColumns+` FROM rflow.waits w
 		WHERE w.chain_id = $1 AND w.topic = $2 AND w.address = $3 AND w.status = 'armed'
-		  AND w.cand_block + w.confirmations <= $4
+		  AND `+deepEnough("w.", "$4")+`
 		  AND (w.cand_block < COALESCE((SELECT min(number) FROM indexer.blocks WHERE chain_id = $1), w.cand_block + 1)
 		       OR EXISTS (SELECT 1 FROM indexer.blocks b
 		                  WHERE b.chain_id = $1 AND b.number = w.cand_block AND b.hash = w.cand_hash))
 		ORDER BY w.cand_block, w.cand_index, w.id`, feed.ChainID, feed.Topic, feed.Address, head)
 	return collectWaits(rows, err, "deep waits")
+}
+
+// deepEnough is the SQL condition under which an armed wait (its columns
+// prefixed with t) can settle under head (a parameter): its candidate is
+// confirmations deep, or, for a wait under a finality tag, at or below the
+// chain's block of that tag (with no tag seen yet, or one the window holds
+// under another hash, never).
+func deepEnough(t, head string) string {
+	return `CASE WHEN ` + t + `finality IS NULL THEN ` + t + `cand_block + ` + t + `confirmations <= ` + head + `
+		ELSE (` + t + `cand_block <= ` + head + ` AND ` + t + `cand_block <= coalesce((SELECT f.number FROM indexer.finality f
+			WHERE f.chain_id = ` + t + `chain_id AND f.tag = ` + t + `finality AND ` + canonicalTag + `), -1)) END`
 }
 
 // EndWait moves a live wait to status (matched, timed_out or failed),
@@ -206,7 +222,7 @@ func EndWait(ctx context.Context, tx pgx.Tx, id int64, status WaitStatus, head i
 	tag, err := tx.Exec(ctx, `
 		UPDATE rflow.waits SET status = $2, settled_at = now()
 		WHERE id = $1 AND status IN ('waiting', 'armed')
-		  AND ($2 <> 'matched' OR (status = 'armed' AND cand_block + confirmations <= $3))`, id, status, head)
+		  AND ($2 <> 'matched' OR (status = 'armed' AND `+deepEnough("rflow.waits.", "$3")+`))`, id, status, head)
 	if err != nil {
 		return false, fmt.Errorf("end wait %d as %s: %w", id, status, err)
 	}

@@ -269,7 +269,8 @@ func (l *loader) include(n *node) []*node {
 }
 
 func (l *loader) network(n *node) {
-	m := l.fields(n, "network", "name", "chain_id", "rpc", "ws", "confirmations", "block_poll_interval", "max_block_range")
+	m := l.fields(n, "network", "name", "chain_id", "rpc", "ws", "confirmations", "block_poll_interval", "max_block_range",
+		"finality")
 	if m == nil {
 		return
 	}
@@ -313,6 +314,7 @@ func (l *loader) network(n *node) {
 			net.MaxBlockRange = uint64(v)
 		}
 	}
+	l.networkFinality(m["finality"], net)
 	l.p.Networks = append(l.p.Networks, net)
 }
 

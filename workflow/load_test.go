@@ -229,12 +229,10 @@ func TestDiagnostics(t *testing.T) {
 			[]string{"4:9: step id \"my-step\" must start with a letter or _"}},
 		{"yaml syntax", "name: w\ntrigger: { manual: {} \nsteps: []\n",
 			[]string{"3:1: invalid YAML: ',' or '}' must be specified"}},
-		{"signed webhook keyed on an unsigned header", "name: w\ntrigger:\n  webhook: { secret: s, idempotency_key: \"${{ headers['x-idempotency-key'] }}\" }\n" + steps,
-			[]string{"3:42: idempotency_key reads headers['x-idempotency-key'], which the webhook's signature does not cover"}},
 		{"signed webhook keyed on a header chosen by the body", "name: w\ntrigger:\n  webhook: { secret: s, signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] + headers[body.h] }}\" }\n" + steps,
-			[]string{"3:65: idempotency_key reads headers (as a whole)"}},
+			[]string{"3:22: warning: workflow w: webhook secret is written literally", "3:65: idempotency_key reads headers (as a whole)"}},
 		{"legacy signatures sign no header", "name: w\ntrigger:\n  webhook: { secret: s, legacy_signatures: true, signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] }}\" }\n" + steps,
-			[]string{"3:44: warning: legacy_signatures is deprecated", "3:90: idempotency_key reads headers['x-a'], which the webhook's signature does not cover: a captured request re-sent with another value there would start a new run; v1 signatures"}},
+			[]string{"3:22: warning: workflow w: webhook secret is written literally", "3:44: warning: legacy_signatures is deprecated", "3:90: idempotency_key reads headers['x-a'], which the webhook's signature does not cover: a captured request re-sent with another value there would start a new run; v1 signatures"}},
 		{"signed headers without a secret", "name: w\ntrigger:\n  webhook: { signed_headers: [x-a], idempotency_key: \"${{ headers['x-a'] }}\" }\n" + steps,
 			[]string{"3:30: signed_headers needs a secret"}},
 		// Warnings: the project is valid, but not the way its author expects.
@@ -344,4 +342,17 @@ func TestEnvRefDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, w.Hash, got.Hash)
 	}
+}
+
+// A signed webhook keyed on a header it does not list in signed_headers
+// (REFERENCE.md's own example) is valid: the header joins signed_headers,
+// so the server refuses a request whose signature leaves it out.
+func TestIdempotencyKeyHeaderIsSignedImplicitly(t *testing.T) {
+	t.Parallel()
+	p, err := Load("../testdata/projects/reference/rflow.yaml", LoadOptions{LookupEnv: lookup(referenceEnv)})
+	require.NoError(t, err)
+	wf, err := ParseWorkflow(p, "wf.yaml", []byte("name: w\ntrigger:\n  webhook: { secret: s3cret-s3cret, idempotency_key: \"${{ headers['X-Idempotency-Key'] }}\" }\n"+
+		"steps:\n  - { id: a, noop: {} }\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"x-idempotency-key"}, wf.Trigger.Webhook.SignedHeaders)
 }

@@ -124,7 +124,7 @@ wallets:
 	var ds Diagnostics
 	require.True(t, errors.As(err, &ds), "%v", err)
 	msgs := []string{}
-	for _, d := range ds {
+	for _, d := range ds.Errors() {
 		msgs = append(msgs, d.String())
 	}
 	require.Equal(t, []string{

@@ -291,7 +291,9 @@ func (l *loader) send(ctx *wfCtx, s *Step, n *node, sc *scope) *Send {
 	} else if m["args"] != nil {
 		l.errorf(keyPos(n, "args"), "send: args need function:")
 	}
-	sd.Confirmations = l.confirmations(m["confirmations"], "send")
+	if !l.confirmationsTag(m["confirmations"], "send", "a send counts blocks; to act once its effect is TAG, wait_for its event with confirmations: TAG") {
+		sd.Confirmations = l.confirmations(m["confirmations"], "send")
+	}
 	if b := m["budget"]; !b.isNull() {
 		name := l.str(b, "budget")
 		var names []string
@@ -419,7 +421,12 @@ func (l *loader) waitFor(ctx *wfCtx, s *Step, n *node, sc *scope, list *stepList
 			wf.Event = we
 		}
 	}
-	wf.Confirmations = l.confirmations(m["confirmations"], "wait_for")
+	wf.Confirmations, wf.Finality = l.waitConfirmations(m["confirmations"])
+	if wf.Finality != "" && wf.Event != nil && wf.Event.Contract != "" {
+		if c := l.p.Contract(wf.Event.Contract); c != nil {
+			l.checkTag(m["confirmations"].pos, c.Network, "wait_for confirmations", wf.Finality)
+		}
+	}
 	if t := m["timeout"]; !t.isNull() {
 		if d, ok := l.duration(t, "timeout"); ok {
 			wf.Timeout = d

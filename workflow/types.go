@@ -113,8 +113,25 @@ type Network struct {
 	Confirmations     int
 	BlockPollInterval time.Duration // default 1s
 	MaxBlockRange     uint64        // default 2000
-	Pos               Position
+	// Finality declares whether the network's nodes serve the safe and
+	// finalized block tags: FinalityTags, FinalityNone, or "" (not
+	// declared: rflow start asks the node).
+	Finality string
+	Pos      Position
 }
+
+// Network finality declarations (the network's finality: key).
+const (
+	FinalityTags = "tags"
+	FinalityNone = "none"
+)
+
+// Block tags a trigger's run_on or a wait's confirmations can follow
+// instead of a depth.
+const (
+	TagSafe      = "safe"
+	TagFinalized = "finalized"
+)
 
 // Wallet is a signing key for sends: either a raw private key or a
 // keystore file with its password.
@@ -212,6 +229,8 @@ const (
 	RunOnHead      = "head"
 	RunOnConfirmed = "confirmed"
 	RunOnBoth      = "both"
+	RunOnSafe      = TagSafe
+	RunOnFinalized = TagFinalized
 )
 
 // EventTrigger starts a run for each matching log of a contract event.
@@ -221,7 +240,7 @@ type EventTrigger struct {
 	Where    *Expr
 	// Confirmations overrides the network's depth; nil = the network's.
 	Confirmations *int
-	RunOn         string // head | confirmed (default) | both
+	RunOn         string // head | confirmed (default) | both | safe | finalized
 	ABIEvent      *abi.Event
 }
 
@@ -246,6 +265,9 @@ func (c *CronTrigger) Next(after time.Time) time.Time {
 type BlockTrigger struct {
 	Network string
 	Every   uint64 // default 1
+	// RunOn is RunOnHead (the default: a block fires once in the window),
+	// RunOnSafe or RunOnFinalized (once the node's tag block reaches it).
+	RunOn string
 }
 
 // ReadTrigger calls a view function periodically and starts a run when When
@@ -373,6 +395,11 @@ type Approval struct {
 type WaitFor struct {
 	Event         *WaitEvent
 	Confirmations *int // nil = the network's
+	// Finality, when set (TagSafe or TagFinalized: confirmations: safe or
+	// finalized), settles the wait once its block is at or below the
+	// node's block of that tag instead of at a depth; Confirmations is
+	// then nil.
+	Finality      string
 	Timeout       time.Duration
 	OnTimeoutGoto string
 	// OnTimeoutFail fails the run at the timeout (the default when no goto).

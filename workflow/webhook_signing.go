@@ -11,7 +11,8 @@ import (
 // webhookSigning reads a webhook trigger's signed_headers and
 // legacy_signatures and checks its idempotency key against what the
 // signature covers. A signed webhook's key must read only signed data:
-// the body, and headers the v2 signature is required to cover. A key that
+// the body, and headers the v2 signature is required to cover, which
+// include every header the key reads by name. A key that
 // reads anything else lets a captured request, re-sent within the
 // signature's five minutes with another value there, start a new run.
 func (l *loader) webhookSigning(wt *WebhookTrigger, m map[string]*node) {
@@ -47,6 +48,16 @@ func (l *loader) webhookSigning(wt *WebhookTrigger, m map[string]*node) {
 	covered := wt.SignedHeaders
 	if wt.LegacySignatures {
 		covered = nil // a v1 request signs no header
+	} else {
+		// A header the key reads by name must be signed: it joins
+		// signed_headers, so a request whose v2 signature leaves it out
+		// is refused (and the key can never read an unsigned value).
+		for _, name := range namedHeaderReads(wt.IdempotencyKey.Source()) {
+			if !slices.Contains(wt.SignedHeaders, name) {
+				wt.SignedHeaders = append(wt.SignedHeaders, name)
+			}
+		}
+		covered = wt.SignedHeaders
 	}
 	for _, read := range unsignedReads(wt.IdempotencyKey.Source(), covered) {
 		hint := "list the header in signed_headers (senders then sign it, docs/http.md) or key on body fields"
@@ -92,6 +103,25 @@ func unsignedReads(src string, covered []string) []string {
 		}
 		if !slices.Contains(out, what) {
 			out = append(out, what)
+		}
+	}
+	return out
+}
+
+// namedHeaderReads lists (lower case) the headers an idempotency key reads
+// as headers['name'].
+func namedHeaderReads(src string) []string {
+	parsed, _ := bigLiterals(src)
+	tree, err := safeExprParse(parsed)
+	if err != nil {
+		return nil
+	}
+	f := &headerReads{}
+	ast.Walk(&tree.Node, f)
+	var out []string
+	for _, r := range f.reads {
+		if name := strings.ToLower(r.name); r.name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out

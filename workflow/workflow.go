@@ -263,12 +263,14 @@ func (l *loader) eventTrigger(ctx *wfCtx, n *node) *EventTrigger {
 		et.Event = l.str(en, "event")
 		ctx.eventT = anyT
 	}
-	et.Confirmations = l.confirmations(m["confirmations"], "event trigger")
-	if r := m["run_on"]; !r.isNull() {
-		if s, ok := l.oneOf(r, "run_on", RunOnHead, RunOnConfirmed, RunOnBoth); ok {
-			et.RunOn = s
-		}
+	if !l.confirmationsTag(m["confirmations"], "event trigger", "for the node's TAG block use run_on: TAG") {
+		et.Confirmations = l.confirmations(m["confirmations"], "event trigger")
 	}
+	network := ""
+	if c != nil {
+		network = c.Network
+	}
+	l.eventRunOn(m["run_on"], m["confirmations"], et, network)
 	if wn := m["where"]; !wn.isNull() {
 		sc := triggerScope(ctx)
 		if ev != nil {
@@ -337,11 +339,11 @@ func parseCron(s string) (sched cron.Schedule, err error) {
 }
 
 func (l *loader) blockTrigger(n *node) *BlockTrigger {
-	m := l.fields(n, "block trigger", "network", "every")
+	m := l.fields(n, "block trigger", "network", "every", "run_on")
 	if m == nil {
 		return nil
 	}
-	bt := &BlockTrigger{Every: 1}
+	bt := &BlockTrigger{Every: 1, RunOn: RunOnHead}
 	if nn := m["network"]; !nn.isNull() {
 		bt.Network = l.networkRef(nn, "network")
 	} else if bt.Network = l.defaultNetwork(); bt.Network == "" {
@@ -350,6 +352,14 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 	if e := m["every"]; !e.isNull() {
 		if v, ok := l.integer(e, "every", 1, math.MaxInt32); ok {
 			bt.Every = uint64(v)
+		}
+	}
+	if r := m["run_on"]; !r.isNull() {
+		if s, ok := l.oneOf(r, "block trigger run_on", RunOnHead, RunOnSafe, RunOnFinalized); ok {
+			bt.RunOn = s
+			if s != RunOnHead && bt.Network != "" {
+				l.checkTag(r.pos, bt.Network, "block trigger run_on", s)
+			}
 		}
 	}
 	return bt

@@ -17,8 +17,10 @@ func runsPruneCommand() *cli.Command {
 		Usage: "delete finished runs and their journal, in bounded batches",
 		Description: "Deletes completed and cancelled runs that finished before --older-than ago, with their\n" +
 			"step journal and leftover River jobs. Failed runs (the dead letter queue) only with\n" +
-			"--status failed; unfinished runs never. A pruned run's trigger key is free again, so keep\n" +
-			"the window longer than any redelivery of an occurrence.",
+			"--status failed; unfinished runs never. Each pruned run leaves a tombstone of its trigger key,\n" +
+			"so an occurrence delivered again claims no new run. --older-than under the longest webhook ttl\n" +
+			"(a day by default) needs --force: a webhook redelivered within its ttl would answer with a run\n" +
+			"that no longer exists.",
 		Flags: []cli.Flag{
 			configFlag(), outputFlag(),
 			&cli.StringFlag{Name: "older-than", Usage: "prune runs that finished longer ago than this, e.g. 30d, 12h"},
@@ -26,6 +28,7 @@ func runsPruneCommand() *cli.Command {
 			&cli.StringFlag{Name: "workflow", Usage: "only this workflow"},
 			&cli.IntFlag{Name: "batch", Value: store.DefaultPruneBatch, Usage: "runs deleted per transaction"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "count what would be pruned; delete nothing"},
+			&cli.BoolFlag{Name: "force", Usage: "prune runs younger than the longest webhook ttl"},
 		},
 		Action: runsPrune,
 	}
@@ -66,6 +69,11 @@ func runsPrune(c *cli.Context) error {
 	if c.Int("batch") < 1 {
 		return usagef("--batch must be at least 1")
 	}
+	if window := redeliveryWindow(c); age < window && !c.Bool("force") {
+		return usagef("--older-than %s is under the longest re-delivery window, %s (the largest webhook ttl of %s): "+
+			"a webhook redelivered within it would answer with a pruned run; prune older runs, or pass --force",
+			c.String("older-than"), window, c.String("config"))
+	}
 	slices.Sort(statuses)
 	f := store.PruneFilter{FinishedBefore: time.Now().Add(-age), Statuses: slices.Compact(statuses),
 		Workflow: c.String("workflow"), Batch: c.Int("batch")}
@@ -93,4 +101,21 @@ func runsPrune(c *cli.Context) error {
 	fmt.Fprintf(c.App.Writer, "%s %d run(s) (%v) that finished before %s\n", verb, res.Runs, res.Statuses,
 		res.FinishedBefore.Format(time.RFC3339))
 	return nil
+}
+
+// redeliveryWindow is the longest time an occurrence may be delivered
+// again and answered from its run: the largest webhook ttl of the project
+// file (workflow.DefaultWebhookTTL when it has none or cannot be read).
+func redeliveryWindow(c *cli.Context) time.Duration {
+	window := workflow.DefaultWebhookTTL
+	p, err := loadProjectFile(c, workflow.LoadOptions{})
+	if err != nil {
+		return window
+	}
+	for _, wf := range p.Workflows {
+		if h := wf.Trigger.Webhook; h != nil && h.TTL > window {
+			window = h.TTL
+		}
+	}
+	return window
 }

@@ -471,6 +471,14 @@ func runCommand() *cli.Command {
 				return err
 			})
 			var conflict *store.TriggerKeyConflict
+			var pruned *store.PrunedError
+			if errors.As(err, &pruned) {
+				if done, err := printJSON(c, map[string]any{"run_id": pruned.RunID, "created": false, "key": key, "pruned": true}); done || err != nil {
+					return err
+				}
+				fmt.Fprintln(c.App.Writer, pruned.Error())
+				return nil
+			}
 			if errors.As(err, &conflict) {
 				return cli.Exit(fmt.Sprintf("%v (`rflow runs show %s`)", conflict, conflict.RunID), exitFailure)
 			}

@@ -92,7 +92,11 @@ func printWaits(w io.Writer, waits []*store.Wait) {
 		if wt.Where != nil {
 			cond += " where ${{ " + *wt.Where + " }}"
 		}
-		fmt.Fprintf(w, "  awaits  %s on chain %d, %d confirmation(s), from block %d\n", cond, wt.ChainID, wt.Confirmations, wt.FromBlock)
+		depth := fmt.Sprintf("%d confirmation(s)", wt.Confirmations)
+		if wt.Finality != nil {
+			depth = "until " + *wt.Finality
+		}
+		fmt.Fprintf(w, "  awaits  %s on chain %d, %s, from block %d\n", cond, wt.ChainID, depth, wt.FromBlock)
 		if wt.Deadline != nil {
 			fmt.Fprintf(w, "  timeout %s, then %s\n", wt.Deadline.UTC().Format(time.RFC3339), wt.OnTimeout)
 		}

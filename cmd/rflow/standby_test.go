@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,3 +137,52 @@ func TestStandbyFlagsConflict(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "exclude each other")
 }
+
+// A standby takes over its own project's trigger role as soon as that
+// project's trigger holder dies, while a --workers-only process of the same
+// project and a process of another project on the same database live on.
+func TestStandbyTakesOverItsProjectBesideOthers(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	dbURL := storetest.URL(t)
+	pool := openPool(t, dbURL)
+	dir := t.TempDir()
+	mine, other := filepath.Join(dir, "mine.yaml"), filepath.Join(dir, "other.yaml")
+	require.NoError(t, os.WriteFile(mine, []byte(fmt.Sprintf(standbyProject, s.URL)), 0o644))
+	require.NoError(t, os.WriteFile(other, []byte(`
+name: other
+workflows:
+  - name: elsewhere
+    trigger: { manual: {} }
+    steps:
+      - { id: d, delay: 1s }
+`), 0o644))
+
+	holder := startStandbyTest(t, dbURL, mine, nil)
+	require.Eventually(t, func() bool { return countRows(t, pool, `SELECT count(*) FROM rflow.nodes`) == 1 },
+		30*time.Second, 50*time.Millisecond, "holder:\n%s", holder.out)
+	workers := startStandbyTest(t, dbURL, mine, nil, "--workers-only")
+	otherProject := startStandbyTest(t, dbURL, other, nil)
+	require.Eventually(t, func() bool { return countRows(t, pool, `SELECT count(*) FROM rflow.nodes`) == 3 },
+		30*time.Second, 50*time.Millisecond, "workers:\n%s\nother:\n%s", workers.out, otherProject.out)
+	standby := startStandbyTest(t, dbURL, mine, nil, "--standby")
+	time.Sleep(3 * time.Second)
+	require.Contains(t, standby.out.String(), "standby: waiting while this project's trigger holder is alive")
+	require.NotContains(t, standby.out.String(), "taking over")
+
+	holder.kill()
+	killedAt := time.Now().UTC()
+	require.Eventually(t, func() bool { return contains(standby.out, "taking over") }, 15*time.Second, 100*time.Millisecond,
+		"the standby waited for processes that do not hold its project's triggers:\n%s", standby.out)
+	require.Eventually(t, func() bool {
+		return countRows(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'ticker' AND trigger_key > $1`,
+			killedAt.Format(time.RFC3339)) >= 2
+	}, 30*time.Second, 100*time.Millisecond, "the standby's triggers claim ticks:\n%s", standby.out)
+	workers.requireAlive(t)
+	otherProject.requireAlive(t)
+	standby.stop(t)
+	workers.stop(t)
+	otherProject.stop(t)
+}
+
+func contains(b *syncBuffer, s string) bool { return strings.Contains(b.String(), s) }

@@ -38,7 +38,7 @@ func startCommand() *cli.Command {
 			configFlag(),
 			&cli.StringFlag{Name: "http", Usage: "serve /healthz (and the API) on this address, e.g. 127.0.0.1:8080"},
 			&cli.BoolFlag{Name: "workers-only", Usage: "work steps but run no triggers (scale out step throughput)"},
-			&cli.BoolFlag{Name: "standby", Usage: "hot spare: hold no leases and work nothing until no other rflow process of the database is alive, then take over"},
+			&cli.BoolFlag{Name: "standby", Usage: "hot spare: hold no leases and work nothing until no process of this project that runs triggers is alive, then take over"},
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
@@ -241,7 +241,7 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	}
 	return jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
-		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun,
+		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
 		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware,
 	})
 }
@@ -260,7 +260,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
 			return err
 		}
-		if err := awaitTakeover(ctx, o.db, o.logger); err != nil {
+		if err := awaitTakeover(ctx, o.db, o.logger, o.project.Name); err != nil {
 			return err
 		}
 	}
@@ -402,23 +402,25 @@ const standbyPoll = time.Second
 
 // awaitTakeover is a hot standby's wait: it registers no node, starts no
 // River client, takes no lease and claims nothing, and returns once no
-// other rflow process of the database holds its liveness lock. The caller
+// process of its project that runs triggers holds its liveness lock
+// (store.LiveTriggerNodes): --workers-only processes of the project and
+// processes of other projects do not hold its trigger role. The caller
 // then starts as any process does after a crash: it registers, rescues the
 // dead processes' jobs and recovers in-flight sends (Engine.Start runs
 // Engine.Recover before working anything), and only then starts triggers.
 // Several standbys may take over at once; that is an ordinary scale-out.
-func awaitTakeover(ctx context.Context, db *database, logger *slog.Logger) error {
+func awaitTakeover(ctx context.Context, db *database, logger *slog.Logger, project string) error {
 	logged := false
 	for {
-		n, err := store.LiveNodes(ctx, db.Pool)
+		n, err := store.LiveTriggerNodes(ctx, db.Pool, project)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			logger.Warn("standby: cannot check liveness; retrying", "err", err)
 		case err == nil && n == 0:
-			logger.Info("standby: no other rflow process is alive; taking over")
+			logger.Info("standby: no process of this project runs its triggers; taking over", "project", project)
 			return nil
 		case err == nil && !logged:
-			logger.Info("standby: waiting while other processes are alive", "live", n)
+			logger.Info("standby: waiting while this project's trigger holder is alive", "project", project, "live", n)
 			logged = true
 		}
 		select {
@@ -494,7 +496,18 @@ func checkNetworks(ctx context.Context, p *workflow.Project, logger *slog.Logger
 	for i, n := range checked {
 		p.Networks[i].RPC = n.RPC
 	}
-	return nil
+	// A node without the finality tags a workflow follows never heals
+	// either.
+	return chain.CheckFinality(ctx, checked, tagUses(p), logger.With("component", "chain"))
+}
+
+// tagUses lists the project's uses of finality tags for chain.CheckFinality.
+func tagUses(p *workflow.Project) []chain.FinalityUse {
+	var out []chain.FinalityUse
+	for _, u := range p.TagUses() {
+		out = append(out, chain.FinalityUse{Network: u.Network, Tag: store.FinalityTag(u.Tag), What: u.What})
+	}
+	return out
 }
 
 // chainService builds the event/block/read trigger service, or nil when the
