@@ -23,6 +23,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/rflow-dev/rflow/chain/rpcbatch"
 	"github.com/rflow-dev/rflow/redact"
 )
 
@@ -55,8 +56,10 @@ type ClientOptions struct {
 type Client struct {
 	opts ClientOptions
 	log  *slog.Logger
-	// http carries every HTTP URL's calls (see keepAlive).
-	http *http.Client
+	// http carries every HTTP URL's calls (see keepAlive), through
+	// throttle, which honours the nodes' Retry-After.
+	http     *http.Client
+	throttle *retryAfter
 
 	mu sync.Mutex
 	// conns are by URL; nil is a WebSocket URL not connected yet (it did
@@ -64,6 +67,12 @@ type Client struct {
 	conns     []*rpc.Client
 	preferred int
 	closed    bool
+
+	// ranges is what the node said about eth_getLogs ranges (see
+	// rangeSizer), shared by every reader of the network; batches is the
+	// batch size it accepts, shared by every batch sent to it.
+	ranges  rangeLimits
+	batches rpcbatch.Size
 
 	// noBlockReceipts is set once the node answered that it does not
 	// serve eth_getBlockReceipts (txlogs.go).
@@ -95,7 +104,8 @@ func Dial(ctx context.Context, opts ClientOptions) (*Client, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Client{opts: opts, log: opts.Logger, conns: make([]*rpc.Client, len(opts.URLs)), preferred: -1,
-		http: &http.Client{Transport: keepAlive()}}
+		throttle: &retryAfter{next: keepAlive(), until: map[string]time.Time{}}}
+	c.http = &http.Client{Transport: c.throttle}
 	for i, u := range opts.URLs {
 		dctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		rc, err := rpc.DialOptions(dctx, u, rpc.WithHTTPClient(c.http))
@@ -204,6 +214,9 @@ func (c *Client) do(ctx context.Context, rangeSensitive bool, what string, fn fu
 		c.mu.Lock()
 		i := c.preferred
 		c.mu.Unlock()
+		if err := c.waitRetryAfter(ctx, i); err != nil {
+			return err
+		}
 		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 		rc, err := c.conn(actx, i)
 		if err == nil {
@@ -305,8 +318,9 @@ func (c *Client) header(ctx context.Context, tag string) (Header, error) {
 	return Header{Number: uint64(h.Number), Hash: h.Hash, ParentHash: h.ParentHash, Time: uint64(h.Time)}, nil
 }
 
-// Headers returns the headers of blocks from..to in one JSON-RPC batch. A
-// block the node does not have ends the list early (no error).
+// Headers returns the headers of blocks from..to in JSON-RPC batches (as
+// few as the node takes; see rpcbatch). A block the node does not have ends
+// the list early (no error).
 func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error) {
 	if to < from {
 		return nil, nil
@@ -320,7 +334,7 @@ func (c *Client) Headers(ctx context.Context, from, to uint64) ([]Header, error)
 			batch[i] = rpc.BatchElem{Method: "eth_getBlockByNumber",
 				Args: []any{hexutil.EncodeUint64(from + uint64(i)), false}, Result: &raws[i]}
 		}
-		if err := rc.BatchCallContext(ctx, batch); err != nil {
+		if err := c.batches.Call(ctx, rc, batch); err != nil {
 			return err
 		}
 		for _, b := range batch {
@@ -357,6 +371,12 @@ type LogQuery struct {
 // Logs calls eth_getLogs. Range errors, including a per-attempt timeout, are
 // returned at once without failover, so the caller can shrink the range (see
 // IsRangeError).
+//
+// The range's last block is asked for in the same request: a node that
+// does not have it yet (one behind its peers behind a load balancer) may
+// answer without the newest logs rather than refuse, and its answer would
+// pass for a range without logs. Then the call is made again (failover
+// and backoff) and, if no answer has the block, fails with errNodeBehind.
 func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 	arg := map[string]any{
 		"fromBlock": hexutil.EncodeUint64(q.From),
@@ -369,8 +389,21 @@ func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 		arg["topics"] = q.Topics
 	}
 	var logs []types.Log
+	var last json.RawMessage
 	err := c.do(ctx, true, "eth_getLogs", func(ctx context.Context, rc *rpc.Client) error {
-		return rc.CallContext(ctx, &logs, "eth_getLogs", arg)
+		logs, last = nil, nil
+		elems := []rpc.BatchElem{{Method: "eth_getLogs", Args: []any{arg}, Result: &logs},
+			{Method: "eth_getBlockByNumber", Args: []any{hexutil.EncodeUint64(q.To), false}, Result: &last}}
+		if err := c.batches.Call(ctx, rc, elems); err != nil {
+			return err
+		}
+		if elems[0].Error != nil {
+			return elems[0].Error
+		}
+		if elems[1].Error == nil && (len(last) == 0 || string(last) == "null") {
+			return fmt.Errorf("block %d: %w", q.To, errNodeBehind)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("logs %d..%d: %w", q.From, q.To, err)
@@ -380,8 +413,10 @@ func (c *Client) Logs(ctx context.Context, q LogQuery) ([]types.Log, error) {
 
 // IsRangeError reports whether an eth_getLogs error means "ask for fewer
 // blocks": too many results, range too large, response too big, timeout.
+// A node behind the range ("block range extends beyond current head
+// block") is not one: it will have the blocks soon.
 func IsRangeError(err error) bool {
-	if err == nil {
+	if err == nil || lagging(err) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

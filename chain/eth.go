@@ -124,13 +124,15 @@ func (e *Eth) TransactionReceipt(ctx context.Context, hash common.Hash) (*types.
 	})
 }
 
-// BatchCallContext makes several JSON-RPC calls in one request, with c's
-// failover and retries: a transport failure sends the whole batch again
-// (the relayer batches only calls safe to repeat: receipts, blocks, and
+// BatchCallContext makes several JSON-RPC calls in one request, or in as
+// few as the node takes (a node that refuses a batch's size gets it again
+// in smaller ones, down to single calls; see rpcbatch), with c's failover
+// and retries: a transport failure sends the whole batch again (the
+// relayer batches only calls safe to repeat: receipts, blocks, and
 // eth_sendRawTransaction of recorded bytes). Each element's Error is the
 // node's answer to it.
 func (e *Eth) BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error {
 	return e.c.do(ctx, false, "batch", func(ctx context.Context, rc *rpc.Client) error {
-		return rc.BatchCallContext(ctx, batch)
+		return e.c.batches.Call(ctx, rc, batch)
 	})
 }

@@ -2,13 +2,10 @@ package chain_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,32 +17,8 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 )
-
-// countingProxy forwards to upstream and counts the calls of each method.
-func countingProxy(t *testing.T, upstream string) (*httptest.Server, func(method string) int) {
-	t.Helper()
-	var mu sync.Mutex
-	calls := map[string]int{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			Method string `json:"method"`
-		}
-		if json.Unmarshal(body, &req) == nil {
-			mu.Lock()
-			calls[req.Method]++
-			mu.Unlock()
-		}
-		forward(w, upstream, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func(method string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return calls[method]
-	}
-}
 
 // Eth fails over past a broken URL, and hands the node's answers back as
 // ethclient does, asked once: a missing receipt is ethereum.NotFound, a
@@ -61,7 +34,7 @@ func TestEthFailsOverAndKeepsAnswers(t *testing.T) {
 		http.Error(w, "upstream down", http.StatusBadGateway)
 	}))
 	t.Cleanup(bad.Close)
-	proxy, calls := countingProxy(t, node.URL)
+	proxy := rpcproxy.Start(t, node.URL)
 	c, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{bad.URL, proxy.URL}, Logger: testLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
@@ -74,7 +47,7 @@ func TestEthFailsOverAndKeepsAnswers(t *testing.T) {
 
 	_, err = eth.TransactionReceipt(ctx, common.HexToHash("0x01"))
 	require.ErrorIs(t, err, ethereum.NotFound)
-	require.Equal(t, 1, calls("eth_getTransactionReceipt"), "no such receipt is an answer, not retried")
+	require.Equal(t, 1, proxy.Calls("eth_getTransactionReceipt"), "no such receipt is an answer, not retried")
 
 	data, err := em.ABI.Pack("refund", common.HexToAddress("0xdEaD"), big.NewInt(5000))
 	require.NoError(t, err)
@@ -83,7 +56,7 @@ func TestEthFailsOverAndKeepsAnswers(t *testing.T) {
 	require.True(t, errors.As(err, &de), "revert data kept: %v", err)
 	require.Contains(t, err.Error(), "execution reverted")
 	require.NotContains(t, err.Error(), proxy.URL, "an answer names no URL")
-	require.Equal(t, 1, calls("eth_estimateGas"))
+	require.Equal(t, 1, proxy.Calls("eth_estimateGas"))
 }
 
 // BlockHash is the node's own hash of a block (what the relayer checks a

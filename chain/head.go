@@ -126,6 +126,15 @@ func (s *Service) seedWindow(ctx context.Context, n *netState, lease store.Lease
 		if err != nil {
 			return err
 		}
+		if len(hs) < int(top-lo+1) && len(blocks) == 1 {
+			// The node that answered is behind the one that gave the
+			// head (a load balancer over nodes at different heights):
+			// seed from the newest block it has; the tracker catches up.
+			if len(hs) == 0 {
+				return fmt.Errorf("network %s: node behind its own head while seeding the window; retrying", n.cfg.Name)
+			}
+			return s.seedWindow(ctx, n, lease, hs[len(hs)-1])
+		}
 		for i := len(hs) - 1; i >= 0; i-- {
 			if hs[i].Hash.Hex() != blocks[0].ParentHash {
 				return fmt.Errorf("network %s: chain changed while seeding the window; retrying", n.cfg.Name)

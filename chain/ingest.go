@@ -53,8 +53,8 @@ type cursorJob struct {
 	// pending, when set, reports work for a range with no new blocks.
 	pending func(ctx context.Context) (bool, error)
 
-	size rangeSizer // current range size: shrinks on range errors, grows back
-	next *fetched   // the following range, read while this one is claimed
+	size *rangeSizer // current range size: shrinks on range errors, grows back
+	next *fetched    // the following range, read while this one is claimed
 }
 
 // Range sizing: ranges start at initialRange blocks (or MaxBlockRange if
@@ -114,8 +114,8 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	if j.size.max == 0 {
-		j.size = newRangeSizer(j.n.cfg.MaxBlockRange, maxLogsPerRange)
+	if j.size == nil {
+		j.size = newRangeSizer(j.n, maxLogsPerRange)
 	}
 	from := cursor + 1
 	f := j.next
@@ -136,9 +136,14 @@ func (j *cursorJob) step(ctx context.Context) (bool, error) {
 			j.s.log.Debug("range stale; rereading", "task", j.task, "phase", j.phase, "from", f.from, "to", f.to, "err", f.err)
 			return false, nil
 		}
-		if IsRangeError(f.err) && j.size.shrink(f.from, f.to) {
+		switch j.size.refused(f.err, f.from, f.to) {
+		case rangeRetry:
 			j.s.log.Info("shrinking block range", "task", j.task, "phase", j.phase, "range", j.size.size, "err", f.err)
 			return true, nil
+		case rangeLagged:
+			j.s.log.Debug("node behind the range; reading it again later", "task", j.task, "phase", j.phase,
+				"from", f.from, "to", f.to, "err", f.err)
+			return false, nil
 		}
 		return false, f.err
 	}

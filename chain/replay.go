@@ -74,7 +74,7 @@ func (s *Service) Replay(ctx context.Context, from, to int64, opts ReplayOptions
 	}
 	p.Total = (to - from + 1) * int64(len(passes))
 	for _, ps := range passes {
-		size := newRangeSizer(ps.n.cfg.MaxBlockRange, maxLogs)
+		size := newRangeSizer(ps.n, maxLogs)
 		// As live: the next range is read while this one is claimed, so
 		// at most two ranges are in memory.
 		read := func(from int64) <-chan fetchedRange {
@@ -90,7 +90,7 @@ func (s *Service) Replay(ctx context.Context, from, to int64, opts ReplayOptions
 			f := <-pending
 			pending = nil
 			if f.err != nil {
-				if IsRangeError(f.err) && size.shrink(f.from, f.to) {
+				if size.refused(f.err, f.from, f.to) == rangeRetry {
 					pending = read(f.from)
 					continue
 				}

@@ -3,7 +3,6 @@ package chain_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -15,57 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
-
-// limitingProxy forwards to upstream but answers eth_getLogs over more than
-// maxRange blocks with a provider-style "too many results" error.
-func limitingProxy(t *testing.T, upstream string, maxRange uint64, refused *atomic.Int64) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params []struct {
-				From string `json:"fromBlock"`
-				To   string `json:"toBlock"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(body, &req) == nil && req.Method == "eth_getLogs" && len(req.Params) == 1 {
-			from, _ := hexutil.DecodeUint64(req.Params[0].From)
-			to, _ := hexutil.DecodeUint64(req.Params[0].To)
-			if to-from+1 > maxRange {
-				refused.Add(1)
-				w.Header().Set("content-type", "application/json")
-				_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":` + string(req.ID) +
-					`,"error":{"code":-32005,"message":"query returned more than 10000 results"}}`))
-				return
-			}
-		}
-		forward(w, upstream, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// forward relays a JSON-RPC request body to upstream and its answer to w.
-func forward(w http.ResponseWriter, upstream string, body []byte) {
-	resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	w.Header().Set("content-type", "application/json")
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
-}
 
 // One URL always fails with HTTP 500, the next one refuses wide log ranges:
 // ingestion fails over, shrinks its range and still claims every log.
@@ -84,8 +39,8 @@ func TestFailoverAndAdaptiveRange(t *testing.T) {
 		http.Error(w, "upstream down", http.StatusInternalServerError)
 	}))
 	t.Cleanup(bad.Close)
-	var refused atomic.Int64
-	proxy := limitingProxy(t, node.URL, 3, &refused)
+	proxy := rpcproxy.Start(t, node.URL)
+	proxy.Set(rpcproxy.Faults{RangeLimit: 3, RangeStyle: rpcproxy.QuickNodeRange})
 
 	deposit, err := chain.NewEvent(e.ABI, "Deposit")
 	require.NoError(t, err)
@@ -97,7 +52,7 @@ func TestFailoverAndAdaptiveRange(t *testing.T) {
 		return count(t, pool, `SELECT count(*) FROM rflow.workflow_runs`) == 500
 	})
 	require.Positive(t, broken.Load(), "the broken URL was tried")
-	require.Positive(t, refused.Load(), "wide ranges were refused and shrunk")
+	require.Positive(t, proxy.Refused(rpcproxy.RefusedRange), "wide ranges were refused and shrunk")
 }
 
 // anvil is killed and comes back as a fresh chain: the service survives

@@ -47,7 +47,7 @@ func (s *Service) Subscribe(ctx context.Context, sub Subscription) error {
 	}
 	go func() {
 		backoff := 200 * time.Millisecond
-		f := &follower{s: s, n: n, sub: sub, cursor: -1}
+		f := &follower{s: s, n: n, sub: sub, cursor: -1, size: newRangeSizer(n, maxLogsPerRange)}
 		for ctx.Err() == nil {
 			err := f.run(ctx)
 			if ctx.Err() != nil {
@@ -72,6 +72,7 @@ type follower struct {
 	started bool
 	cursor  int64
 	reorgID int64
+	size    *rangeSizer
 }
 
 func (f *follower) run(ctx context.Context) error {
@@ -122,15 +123,22 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 	if f.cursor >= target {
 		return false, nil
 	}
-	from, to := f.cursor+1, min(target, f.cursor+int64(f.n.cfg.MaxBlockRange))
+	from, to := f.cursor+1, min(target, f.cursor+int64(f.size.next()))
 	q := LogQuery{From: uint64(from), To: uint64(to), Topics: [][]common.Hash{{f.sub.Event.Topic()}}}
 	if f.sub.Address != (common.Address{}) {
 		q.Addresses = []common.Address{f.sub.Address}
 	}
 	logs, err := f.n.client.Logs(ctx, q)
 	if err != nil {
+		switch f.size.refused(err, from, to) {
+		case rangeRetry:
+			return true, nil
+		case rangeLagged:
+			return false, nil
+		}
 		return false, err
 	}
+	f.size.fit(len(logs))
 	nums := make([]int64, 0, len(logs))
 	for _, l := range logs {
 		nums = append(nums, int64(l.BlockNumber))

@@ -184,21 +184,13 @@ func noteFirst(r *types.Receipt, block common.Hash, first map[txKey]uint) error 
 	return nil
 }
 
-// receiptBatch sends batch with the client's failover and retries. A node
-// that refuses the whole batch (a batch limit) gets it in halves, down to
-// single calls.
+// receiptBatch sends batch with the client's failover and retries, in
+// batches the node takes: one that refuses a batch's size gets it again
+// smaller, down to single calls (rpcbatch, as for headers).
 func (c *Client) receiptBatch(ctx context.Context, batch []rpc.BatchElem) error {
-	err := c.do(ctx, false, "receipts batch", func(ctx context.Context, rc *rpc.Client) error {
-		return rc.BatchCallContext(ctx, batch)
+	return c.do(ctx, false, "receipts batch", func(ctx context.Context, rc *rpc.Client) error {
+		return c.batches.Call(ctx, rc, batch)
 	})
-	if err == nil || len(batch) == 1 || ctx.Err() != nil {
-		return err
-	}
-	half := len(batch) / 2
-	if err := c.receiptBatch(ctx, batch[:half]); err != nil {
-		return err
-	}
-	return c.receiptBatch(ctx, batch[half:])
 }
 
 // unsupported reports whether a call's error says the node does not serve

@@ -1,14 +1,8 @@
 package chain_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"math/big"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -17,44 +11,8 @@ import (
 
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 )
-
-// noBlockReceipts forwards JSON-RPC to url, except eth_getBlockReceipts,
-// which it answers the way a node without the method does (-32601). It
-// counts the refused calls.
-func noBlockReceipts(t *testing.T, url string) (*httptest.Server, *atomic.Int64) {
-	var refused atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		require.NoError(t, err)
-		var calls []struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) && json.Unmarshal(body, &calls) == nil &&
-			len(calls) > 0 && calls[0].Method == "eth_getBlockReceipts" {
-			out := make([]map[string]any, len(calls))
-			for i, c := range calls {
-				refused.Add(1)
-				out[i] = map[string]any{"jsonrpc": "2.0", "id": c.ID,
-					"error": map[string]any{"code": -32601, "message": "the method eth_getBlockReceipts does not exist/is not available"}}
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(out)
-			return
-		}
-		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &refused
-}
 
 // TestTxLogIndexes: a log's position in its transaction is its block log
 // index minus its transaction's first log's, read from receipts: a block
@@ -83,7 +41,10 @@ func TestTxLogIndexes(t *testing.T) {
 	direct, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{node.URL}})
 	require.NoError(t, err)
 	t.Cleanup(direct.Close)
-	proxy, refused := noBlockReceipts(t, node.URL)
+	// A node without eth_getBlockReceipts.
+	proxy := rpcproxy.Start(t, node.URL)
+	proxy.Set(rpcproxy.Faults{Refuse: map[string]string{
+		"eth_getBlockReceipts": "the method eth_getBlockReceipts does not exist/is not available"}})
 	limited, err := chain.Dial(ctx, chain.ClientOptions{URLs: []string{proxy.URL}, Logger: testLogger(t)})
 	require.NoError(t, err)
 	t.Cleanup(limited.Close)
@@ -103,10 +64,10 @@ func TestTxLogIndexes(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, want, got, name)
 	}
-	require.Equal(t, int64(1), refused.Load(), "one refused block, then transaction receipts")
+	require.Equal(t, 1, proxy.Refused(rpcproxy.RefusedMethod), "one refused block, then transaction receipts")
 	_, err = limited.TxLogIndexes(ctx, logs)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), refused.Load(), "the refusal is remembered")
+	require.Equal(t, 1, proxy.Refused(rpcproxy.RefusedMethod), "the refusal is remembered")
 
 	// A log read before a reorg moved its transaction: its receipt is of
 	// another block, and the read is stale.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -119,19 +120,24 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 
 // waitFetcher reads a range's logs of the feed's event and, for waits
 // parked since the last range, their lookback up to the range's start.
+// Both are read in ranges of the network's sizer (a lookback can span far
+// more blocks than the provider takes at once).
 func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetchFunc {
 	var addrs []common.Address
 	if f.Address != (common.Address{}) {
 		addrs = []common.Address{f.Address}
 	}
 	topics := [][]common.Hash{{f.Event.Topic()}}
+	// One sizer for the feed's fetches. The cursor job may start one while
+	// a range it dropped (stale) is still being read: mu takes them in turn.
+	var mu sync.Mutex
+	size := newRangeSizer(n, maxLogsPerRange)
 	read := func(ctx context.Context, b *batch, from, to int64, into *[]Decoded) error {
-		for lo := from; lo <= to; lo += int64(n.cfg.MaxBlockRange) {
-			hi := min(to, lo+int64(n.cfg.MaxBlockRange)-1)
-			logs, err := n.client.Logs(ctx, LogQuery{From: uint64(lo), To: uint64(hi), Addresses: addrs, Topics: topics})
-			if err != nil {
-				return err
-			}
+		if to < from {
+			return nil
+		}
+		q := LogQuery{From: uint64(from), To: uint64(to), Addresses: addrs, Topics: topics}
+		return n.client.walkLogs(ctx, size, q, func(lo, hi uint64, logs []types.Log) error {
 			var kept []types.Log
 			var decoded []Decoded
 			for _, l := range logs {
@@ -157,10 +163,12 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 				decoded[i].TxLogIndex = pos[i]
 			}
 			*into = append(*into, decoded...)
-		}
-		return nil
+			return nil
+		})
 	}
 	return func(ctx context.Context, from, to int64) (batch, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		b := batch{hashes: map[int64]string{}}
 		if err := read(ctx, &b, from, to, &b.decoded); err != nil {
 			return batch{}, err

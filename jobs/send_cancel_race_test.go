@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 )
@@ -53,13 +54,13 @@ func TestCancelWhileSendFinalisesDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
-	proxy := newRPCProxy(t, node.URL)
-	proxy.hold("eth_estimateGas", true)
+	proxy := rpcproxy.Start(t, node.URL)
+	holdMethod(proxy, "eth_estimateGas", true)
 	b := startSendProject(t, node, proxy.URL, big.NewInt(10_000_000_000_000), budgetedSendProject, "") // the value, not the gas
 
 	id := b.manual(t, "pay", "cancel-race", nil)
 	b.waitTx(t, id, "queued", func(r relayerTx) bool { return r.status == store.RelayerPending && r.nonce == nil })
-	require.Eventually(t, func() bool { return proxy.count("eth_estimateGas") > 0 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return proxy.Calls("eth_estimateGas") > 0 }, 30*time.Second, 20*time.Millisecond)
 	ext := fmt.Sprintf("rflow:%s:pay:1", id)
 
 	hold, err := b.pool.Begin(ctx)
@@ -70,7 +71,7 @@ func TestCancelWhileSendFinalisesDoesNotDeadlock(t *testing.T) {
 		WHERE external_id = $1 FOR UPDATE`, ext).Scan(&reservation))
 	require.Equal(t, string(store.BudgetSpent), reservation, "handed to the relayer, so a refusal releases it")
 
-	proxy.hold("eth_estimateGas", false)
+	holdMethod(proxy, "eth_estimateGas", false)
 	waitLockWaiters(t, b.pool, 1, "the finaliser blocked on the reservation")
 	cancelled := make(chan error, 1)
 	go func() {

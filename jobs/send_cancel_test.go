@@ -1,17 +1,12 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"math/big"
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,70 +18,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// rpcProxy forwards JSON-RPC to a node, counting calls by method and
-// answering the methods in held with an error, as a node that cannot
-// answer them yet would.
-type rpcProxy struct {
-	URL    string
-	mu     sync.Mutex
-	held   map[string]bool
-	counts map[string]int
-}
-
-func newRPCProxy(t *testing.T, upstream string) *rpcProxy {
-	p := &rpcProxy{held: map[string]bool{}, counts: map[string]int{}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+// holdMethod makes the proxy answer method's calls with "header not found", as
+// a node that cannot answer them yet does (on), or pass them on (off).
+func holdMethod(p *rpcproxy.Proxy, method string, on bool) {
+	p.Update(func(f *rpcproxy.Faults) {
+		refuse := maps.Clone(f.Refuse)
+		if refuse == nil {
+			refuse = map[string]string{}
 		}
-		var req struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
+		if on {
+			refuse[method] = "header not found"
+		} else {
+			delete(refuse, method)
 		}
-		if json.Unmarshal(body, &req) == nil && req.Method != "" {
-			p.mu.Lock()
-			p.counts[req.Method]++
-			held := p.held[req.Method]
-			p.mu.Unlock()
-			if held {
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"header not found"}}`, req.ID)
-				return
-			}
-		}
-		resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
-	return p
-}
-
-func (p *rpcProxy) hold(method string, on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.held[method] = on
-}
-
-func (p *rpcProxy) count(method string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.counts[method]
+		f.Refuse = refuse
+	})
 }
 
 // sendProject's workflow pay sends 1 gwei from wallet ops (key) to `to`,
@@ -254,23 +207,23 @@ func TestCancelBeforeBroadcastSendsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
-	proxy := newRPCProxy(t, node.URL)
-	proxy.hold("eth_estimateGas", true)
+	proxy := rpcproxy.Start(t, node.URL)
+	holdMethod(proxy, "eth_estimateGas", true)
 	b := startSend(t, node, proxy.URL, big.NewInt(1e18), "")
 
 	id := b.manual(t, "pay", "cancel-early", nil)
 	b.waitTx(t, id, "queued", func(r relayerTx) bool { return r.status == store.RelayerPending && r.nonce == nil })
-	require.Eventually(t, func() bool { return proxy.count("eth_estimateGas") > 1 }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return proxy.Calls("eth_estimateGas") > 1 }, 30*time.Second, 20*time.Millisecond)
 
 	run := b.cancel(t, id)
 	require.Equal(t, store.RunCancelled, run.Status)
 	require.NotNil(t, run.Error)
 	require.Contains(t, *run.Error, "pay: cancel: tx not sent")
 
-	proxy.hold("eth_estimateGas", false)
+	holdMethod(proxy, "eth_estimateGas", false)
 	got := b.waitTx(t, id, "cancelled", func(r relayerTx) bool { return r.status == store.RelayerCancelled })
 	require.Nil(t, got.nonce, "never given a nonce")
-	require.Zero(t, proxy.count("eth_sendRawTransaction"), "nothing was broadcast")
+	require.Zero(t, proxy.Calls("eth_sendRawTransaction"), "nothing was broadcast")
 	nonce, err := node.Client().NonceAt(ctx, b.from, nil)
 	require.NoError(t, err)
 	require.Zero(t, nonce)
@@ -289,7 +242,7 @@ func TestUnpayableSendFailsAttemptsThenDeadLetters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
-	proxy := newRPCProxy(t, node.URL)
+	proxy := rpcproxy.Start(t, node.URL)
 	b := startSend(t, node, proxy.URL, big.NewInt(10_000_000_000_000), // 10,000 gwei: the value, not the gas
 		"retry: { max_attempts: 3, backoff: fixed, delay: 100ms }")
 
@@ -301,7 +254,7 @@ func TestUnpayableSendFailsAttemptsThenDeadLetters(t *testing.T) {
 	step := b.steps(t, run.ID)["pay"]
 	require.Equal(t, 3, step.Attempt)
 	require.Equal(t, store.StepFailed, step.Status)
-	require.Equal(t, 3, proxy.count("eth_sendRawTransaction"), "one refused broadcast per attempt")
+	require.Equal(t, 3, proxy.Calls("eth_sendRawTransaction"), "one refused broadcast per attempt")
 	for a := 1; a <= 3; a++ {
 		r, ok := b.relayerTx(t, run.ID, a)
 		require.True(t, ok, "attempt %d has its own send", a)

@@ -159,7 +159,7 @@ func (r *Relayer) runBatch(ctx context.Context, batch []*firstSend) {
 		r.fault("relayer.before-send")
 		txs[i] = s.signed
 	}
-	errs := r.sendAll(ctx, sends[0].b, txs)
+	errs := r.sendAll(ctx, sends[0].b, uint64(sends[0].row.ChainID), txs)
 	var accepted []*firstSend
 	for i, s := range sends {
 		r.fault("relayer.after-send")
@@ -282,7 +282,7 @@ func (r *Relayer) landedNow(ctx context.Context, sends []*firstSend) {
 			return
 		case <-wait.C:
 		}
-		ls := r.landedAll(ctx, sends[0].b, looks)
+		ls := r.landedAll(ctx, sends[0].b, uint64(sends[0].row.ChainID), looks)
 		waiting, unseen := sends[:0], looks[:0]
 		for i, s := range sends {
 			if ls[i] == nil {

@@ -1,6 +1,7 @@
 package relayer_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -61,7 +62,7 @@ func (tb *testBundle) queueAll(t *testing.T, n int) []string {
 	require.NoError(t, pgx.BeginFunc(ctx, tb.pool, func(tx pgx.Tx) error {
 		for i := range n {
 			keys = append(keys, ext(t, i))
-			_, _, err := tb.r.QueueTx(ctx, tx, relayer.Request{ExternalID: ext(t, i), Wallet: "ops", ChainID: chainID,
+			_, _, err := tb.r.QueueTx(ctx, tx, relayer.Request{ExternalID: ext(t, i), Wallet: "ops", ChainID: cmp.Or(tb.chainID, chainID),
 				To: to, Value: big.NewInt(int64(i + 1))})
 			if err != nil {
 				return err

@@ -42,6 +42,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/rflow-dev/rflow/chain/rpcbatch"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -121,7 +122,9 @@ type Relayer struct {
 	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
 	synced   map[walletChain]time.Time  // see chainPending
 	queues   map[walletChain]*sendQueue // see firstSend
-	asking   singleflight.Group         // see chainPending
+	// batchSizes are the batch sizes each chain's node takes (see batchOf).
+	batchSizes map[uint64]*rpcbatch.Size
+	asking     singleflight.Group // see chainPending
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -132,7 +135,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
-		queues: map[walletChain]*sendQueue{}}
+		queues: map[walletChain]*sendQueue{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

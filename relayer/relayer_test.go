@@ -46,6 +46,7 @@ type testBundle struct {
 	mu      sync.Mutex
 	finals  map[string]int // external_id → FinalHook calls
 	options relayer.Config
+	chainID uint64 // the node's chain (0: anvil's)
 }
 
 type setupOpts struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 
+	"github.com/rflow-dev/rflow/chain/rpcbatch"
 	"github.com/rflow-dev/rflow/store"
 )
 
@@ -21,25 +22,47 @@ type batchCaller interface {
 	BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error
 }
 
-// batchOf returns b's batchCaller: its own, or the rpc.Client under an
-// *ethclient.Client itself (not a type wrapping one, whose own
-// SendTransaction a batch would go around); nil when b has none, and its
-// calls go one at a time.
-func batchOf(b Backend) batchCaller {
+// batchOf returns b's batchCaller on chain chainID: its own, or the
+// rpc.Client under an *ethclient.Client itself (not a type wrapping one,
+// whose own SendTransaction a batch would go around), sending in batches
+// that shrink when the node refuses their size, down to single calls
+// (rpcbatch; the size that worked is kept per chain); nil when b has none,
+// and its calls go one at a time.
+func (r *Relayer) batchOf(b Backend, chainID uint64) batchCaller {
+	var bc rpcbatch.Caller
 	switch c := b.(type) {
 	case batchCaller:
-		return c
+		bc = c
 	case *ethclient.Client:
-		return c.Client()
+		bc = c.Client()
+	default:
+		return nil
 	}
-	return nil
+	r.mu.Lock()
+	size := r.batchSizes[chainID]
+	if size == nil {
+		size = new(rpcbatch.Size)
+		r.batchSizes[chainID] = size
+	}
+	r.mu.Unlock()
+	return sizedBatches{bc, size}
+}
+
+// sizedBatches sends a node's batches in sizes it takes.
+type sizedBatches struct {
+	c    rpcbatch.Caller
+	size *rpcbatch.Size
+}
+
+func (s sizedBatches) BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error {
+	return s.size.Call(ctx, s.c, batch)
 }
 
 // sendAll calls eth_sendRawTransaction for each of txs, in their order, in
 // one request when b batches, and returns each call's error. Re-sending
 // after an ambiguous failure is safe: the bytes are recorded and keep
 // their hash.
-func (r *Relayer) sendAll(ctx context.Context, b Backend, txs []*types.Transaction) []error {
+func (r *Relayer) sendAll(ctx context.Context, b Backend, chainID uint64, txs []*types.Transaction) []error {
 	errs := make([]error, len(txs))
 	oneByOne := func() []error {
 		for i, tx := range txs {
@@ -47,7 +70,7 @@ func (r *Relayer) sendAll(ctx context.Context, b Backend, txs []*types.Transacti
 		}
 		return errs
 	}
-	bc := batchOf(b)
+	bc := r.batchOf(b, chainID)
 	if bc == nil || len(txs) == 1 {
 		return oneByOne()
 	}
@@ -81,7 +104,7 @@ type look struct {
 // landing, or nil (no canonical receipt yet, or no answer). When b batches
 // it asks for every receipt in one request and for the blocks they are in
 // in another.
-func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*landing {
+func (r *Relayer) landedAll(ctx context.Context, b Backend, chainID uint64, looks []look) []*landing {
 	out := make([]*landing, len(looks))
 	oneByOne := func() []*landing {
 		for i, l := range looks {
@@ -89,7 +112,7 @@ func (r *Relayer) landedAll(ctx context.Context, b Backend, looks []look) []*lan
 		}
 		return out
 	}
-	bc := batchOf(b)
+	bc := r.batchOf(b, chainID)
 	if bc == nil || len(looks) == 1 {
 		return oneByOne()
 	}

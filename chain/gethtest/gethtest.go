@@ -213,10 +213,18 @@ func (n *Node) fund() {
 	if len(accounts) == 0 {
 		n.t.Fatal("geth --dev has no developer account")
 	}
+	// Explicit nonces: geth fills a missing one from its pending state,
+	// which a block sealed meanwhile can leave stale, and the next payment
+	// then "replaces" the previous one ("replacement transaction
+	// underpriced").
+	var nonce hexutil.Uint64
+	n.Call(&nonce, "eth_getTransactionCount", accounts[0], "latest")
 	var last common.Hash
 	for i := range anviltest.DevKeys {
 		_, to := anviltest.Key(n.t, i)
-		n.Call(&last, "eth_sendTransaction", n.devTx(accounts[0], to, Funding))
+		tx := n.devTx(accounts[0], to, Funding)
+		tx["nonce"] = nonce + hexutil.Uint64(i)
+		n.Call(&last, "eth_sendTransaction", tx)
 	}
 	n.WaitMined(last)
 }

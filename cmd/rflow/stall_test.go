@@ -2,25 +2,22 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -211,52 +208,13 @@ func TestReadyzFailsWhileNodeIsFrozen(t *testing.T) {
 	p.stop(t)
 }
 
-// rpcFault is a JSON-RPC proxy in front of a node that refuses
-// eth_getLogs while failing is set.
-type rpcFault struct {
-	*httptest.Server
-	failing atomic.Bool
-}
-
-func newRPCFault(t *testing.T, upstream string) *rpcFault {
-	t.Helper()
-	f := &rpcFault{}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		var call struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(body, &call) == nil && call.Method == "eth_getLogs" && f.failing.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"logs are unavailable on this node"}}`, call.ID)
-			return
-		}
-		resp, err := http.Post(upstream, "application/json", bytes.NewReader(body))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(f.Close)
-	return f
-}
-
 // A wait feed whose log reads fail while the head moves is a stall: it
 // shows in rflow_wait_feed_lag_blocks and fails readiness naming the feed's
 // task and network; once reads work again it catches up and rflow is ready.
 func TestReadyzFailsWhileWaitFeedCannotRead(t *testing.T) {
 	t.Parallel()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: time.Second})
-	proxy := newRPCFault(t, node.URL)
+	proxy := rpcproxy.Start(t, node.URL)
 	p, base := stallRflow(t, storetest.URL(t), writeStallProject(t, strconv.Quote(proxy.URL), awaitWorkflow))
 	feed := `address="0x5fbdb2315678afecb367f032d93f642f64180aa3"`
 	require.Eventually(t, func() bool {
@@ -264,7 +222,7 @@ func TestReadyzFailsWhileWaitFeedCannotRead(t *testing.T) {
 		return ok
 	}, 30*time.Second, 200*time.Millisecond, "the wait feed's lag; output:\n%s", p.out)
 
-	proxy.failing.Store(true)
+	proxy.Set(rpcproxy.Faults{Refuse: map[string]string{"eth_getLogs": "logs are unavailable on this node"}})
 	var stalled map[string]any
 	require.Eventually(t, func() bool {
 		code, e := readyz(base)
@@ -287,7 +245,7 @@ func TestReadyzFailsWhileWaitFeedCannotRead(t *testing.T) {
 		return lag >= 3
 	}, 30*time.Second, 500*time.Millisecond, "the feed's lag in blocks grows")
 
-	proxy.failing.Store(false)
+	proxy.Set(rpcproxy.Faults{})
 	awaitReady(t, p, base, 60*time.Second)
 	p.stop(t)
 }
