@@ -636,7 +636,7 @@ func (e *Engine) stepJob(run *store.Run, key string, attempt int, at *time.Time)
 	}
 	return river.InsertManyParams{
 		Args: StepArgs{RunID: run.ID, StepKey: key, Generation: run.Generation, RunAttempt: run.Attempt, Attempt: attempt,
-			Reorg: run.Journal == store.ReorgJournal}.jobArgs(), // first_step.go
+			Reorg: run.Journal == store.ReorgJournal}.jobArgs(), // claim_first_step.go
 		InsertOpts: opts,
 	}
 }

@@ -1,7 +1,3 @@
-// Package jobs is rflow's engine: River job args and workers for steps,
-// the claim path that turns trigger occurrences into runs, the step journal
-// discipline (state before side effect, outcome with the successor in one
-// transaction) and the cron scheduler.
 package jobs
 
 import (
@@ -87,7 +83,7 @@ type Config struct {
 	// Observer is told about claims, step attempts and finished runs, in
 	// memory (the metrics package implements it); nil observes nothing.
 	Observer Observer
-	// TracerProvider, when set, makes each run a trace (see trace.go);
+	// TracerProvider, when set, makes each run a trace (see engine_trace.go);
 	// nil records no spans.
 	TracerProvider trace.TracerProvider
 	// Middleware is added to the River client after the engine's own
@@ -102,40 +98,74 @@ type Config struct {
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
 type Engine struct {
-	pool     *pgxpool.Pool
-	url      string
-	project  *workflow.Project
-	logger   *slog.Logger
-	client   *river.Client[pgx.Tx]
-	http     *http.Client
-	maxJumps int
-	faults   *fault.Set
-	envVars  map[string]any
-	node     *store.Node
-	relayer  *relayer.Relayer
-	dryRun   bool
-	kinds    map[string]stepKind
+	engineStore
+	engineRiver
+	engineSteps
+	engineRelayer
+	engineGuards
+	engineTelemetry
+
 	// rehearsal is Config.Rehearsal: nil for a live engine.
 	rehearsal *Rehearsal
-
-	// River timeouts and the liveness grace (see Config).
-	jobTimeout  time.Duration
-	rescueAfter time.Duration
-	nodeGrace   time.Duration
-	workersOnly bool
-	observer    Observer
-	tracer      trace.Tracer
-	tracing     bool
-
-	plansMu sync.Mutex
-	plans   map[string]*plan
-
-	// rates are the in-process rate_limit windows (guard_rate.go).
-	rates rateWindows
 
 	// Stale counts step jobs that arrived for a run attempt, generation or
 	// step attempt that no longer holds: stale-event rejections.
 	Stale atomic.Int64
+}
+
+// engineStore is the engine's Postgres and the project it runs: the pool
+// its transactions use, the URL of its liveness connection and its node.
+type engineStore struct {
+	pool    *pgxpool.Pool
+	url     string
+	project *workflow.Project
+	node    *store.Node
+	// workersOnly: the process runs no triggers (recorded on its node).
+	workersOnly bool
+}
+
+// engineRiver is the River client the engine's jobs run on, with the
+// timeouts and the liveness grace it is configured with (see Config).
+type engineRiver struct {
+	client      *river.Client[pgx.Tx]
+	jobTimeout  time.Duration
+	rescueAfter time.Duration
+	nodeGrace   time.Duration
+}
+
+// engineSteps is what executing steps needs: the step-kind table, the
+// compiled plans of the generations in use, the HTTP client of http_call
+// and notify, the environment expressions read and the crash points.
+type engineSteps struct {
+	kinds    map[string]stepKind
+	plansMu  sync.Mutex
+	plans    map[string]*plan
+	http     *http.Client
+	envVars  map[string]any
+	maxJumps int
+	faults   *fault.Set
+}
+
+// engineRelayer is the embedded relayer the sends go through (nil for an
+// engine that only enqueues), and whether sends are simulated.
+type engineRelayer struct {
+	relayer *relayer.Relayer
+	dryRun  bool
+}
+
+// engineGuards holds the guards kept in process memory: the rate_limit
+// windows of guard_rate.go (the durable ones live in Postgres).
+type engineGuards struct {
+	rates rateWindows
+}
+
+// engineTelemetry is where the engine reports: logs, the in-memory
+// observer (metrics) and traces.
+type engineTelemetry struct {
+	logger   *slog.Logger
+	observer Observer
+	tracer   trace.Tracer
+	tracing  bool
 }
 
 // NewEngine builds the engine and its River client. Call Start to work.
@@ -144,26 +174,16 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Pool and Project are required")
 	}
 	e := &Engine{
-		pool:     cfg.Pool,
-		url:      cfg.URL,
-		project:  cfg.Project,
-		logger:   cfg.Logger,
-		http:     cfg.HTTPClient,
-		maxJumps: cfg.MaxJumps,
-		faults:   cfg.Faults,
-		plans:    map[string]*plan{},
-		envVars:  environ(cfg.Project),
-		dryRun:   cfg.DryRun,
-		kinds:    stepKinds(),
-
-		rehearsal: cfg.Rehearsal,
-
-		jobTimeout:  cmp.Or(cfg.JobTimeout, defaultJobTimeout),
-		nodeGrace:   cmp.Or(cfg.NodeGrace, defaultNodeGrace),
-		workersOnly: cfg.WorkersOnly,
-		observer:    cfg.Observer,
-		tracer:      newTracer(cfg.TracerProvider),
-		tracing:     cfg.TracerProvider != nil,
+		engineStore: engineStore{pool: cfg.Pool, url: cfg.URL, project: cfg.Project, workersOnly: cfg.WorkersOnly},
+		engineRiver: engineRiver{
+			jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
+			nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
+		},
+		engineSteps: engineSteps{kinds: stepKinds(), plans: map[string]*plan{}, http: cfg.HTTPClient,
+			envVars: environ(cfg.Project), maxJumps: cfg.MaxJumps, faults: cfg.Faults},
+		engineRelayer:   engineRelayer{dryRun: cfg.DryRun},
+		engineTelemetry: engineTelemetry{logger: cfg.Logger, observer: cfg.Observer, tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil},
+		rehearsal:       cfg.Rehearsal,
 	}
 	if e.observer == nil {
 		e.observer = nopObserver{}

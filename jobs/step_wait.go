@@ -19,7 +19,7 @@ import (
 // A wait_for step parks its run on an event. Its conditions and deadline
 // are a row of rflow.waits written in the transaction that parks it; the
 // wait feed of its (network, contract, event) matches logs against it
-// (MatchTx, wait_match.go) and settles it at depth; its step job, scheduled
+// (MatchTx, step_wait_match.go) and settles it at depth; its step job, scheduled
 // at the deadline, times it out. The wait row's status decides which of
 // the two settles: each moves it out of waiting/armed under the run's
 // lock, and the loser finds nothing left to do.

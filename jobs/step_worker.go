@@ -171,7 +171,7 @@ func (e *Engine) jobTx(ctx context.Context, job *river.Job[StepArgs], why string
 // and returns errStale when the job was rescued and another worker owns
 // it. JobCompleteTx decodes the completed row's args into the job's args
 // type, and a step job's StepArgs may stand for a rflow.step.first job
-// (first_step.go), whose args have another shape: the row is completed as
+// (claim_first_step.go), whose args have another shape: the row is completed as
 // an undecoded job, since only its state is read.
 func completeStepJob(ctx context.Context, tx pgx.Tx, job *river.Job[StepArgs]) error {
 	done, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, &river.Job[undecoded]{JobRow: job.JobRow})

@@ -15,7 +15,7 @@ func TestEveryStepKindHasARow(t *testing.T) {
 	table := stepKinds()
 	for _, k := range workflow.StepKinds() {
 		row, ok := table[k]
-		require.True(t, ok, "step kind %s has no row in jobs/kinds.go", k)
+		require.True(t, ok, "step kind %s has no row in jobs/step_kinds.go", k)
 		if !row.effect {
 			require.NotNil(t, row.arrive, "pure step kind %s needs an arrive function", k)
 			require.Nil(t, row.exec, "pure step kind %s cannot have a worker executor", k)
