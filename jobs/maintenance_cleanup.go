@@ -33,7 +33,12 @@ func (LedgerCleanupArgs) Kind() string { return "rflow.ledger_cleanup" }
 
 // InsertOpts keeps at most one cleanup job queued or running: a slow cycle
 // never piles up behind another.
-func (LedgerCleanupArgs) InsertOpts() river.InsertOpts {
+func (LedgerCleanupArgs) InsertOpts() river.InsertOpts { return maintenanceOpts() }
+
+// maintenanceOpts are the insert options of a periodic maintenance job: at
+// most one queued or running at a time, so a slow cycle never piles up
+// behind another, and a few attempts (the next period tries again anyway).
+func maintenanceOpts() river.InsertOpts {
 	return river.InsertOpts{
 		MaxAttempts: 3,
 		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{

@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/rflow-dev/rflow/store"
 )
@@ -29,15 +28,7 @@ type RepairArgs struct{}
 func (RepairArgs) Kind() string { return "rflow.repair" }
 
 // InsertOpts keeps at most one repair job queued or running.
-func (RepairArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		MaxAttempts: 3,
-		UniqueOpts: river.UniqueOpts{ByState: []rivertype.JobState{
-			rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-			rivertype.JobStateScheduled, rivertype.JobStateRetryable,
-		}},
-	}
-}
+func (RepairArgs) InsertOpts() river.InsertOpts { return maintenanceOpts() }
 
 type repairWorker struct {
 	river.WorkerDefaults[RepairArgs]

@@ -282,21 +282,27 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	s.logger.InfoContext(ctx, "http server listening", "addr", ln.Addr().String())
+	return serveUntil(ctx, srv, ln, "http server", shutdownTimeout)
+}
+
+// serveUntil serves srv on ln until ctx ends, then shuts it down within
+// timeout; what names the server in errors.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, what string, timeout time.Duration) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.logger.InfoContext(ctx, "http server listening", "addr", ln.Addr().String())
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("http server shutdown: %w", err)
+		return fmt.Errorf("%s shutdown: %w", what, err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http server: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }

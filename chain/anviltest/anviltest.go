@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +20,6 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
-	"github.com/ethereum/go-ethereum/rpc"
 )
 
 // ChainID is the chain id every test node uses.
@@ -40,9 +37,9 @@ var DevKeys = []string{
 
 // Node is a running anvil.
 type Node struct {
+	RPC
 	t    testing.TB
 	Port int
-	URL  string
 	cmd  *exec.Cmd
 	args []string
 	bin  string
@@ -111,7 +108,7 @@ func Start(t testing.TB, opts Options) *Node {
 	}
 	port := opts.Port
 	if port == 0 {
-		port = freePort(t)
+		port = FreePort(t)
 	}
 	chainID := opts.ChainID
 	if chainID == 0 {
@@ -128,7 +125,7 @@ func Start(t testing.TB, opts Options) *Node {
 	if opts.BlockTime > 0 {
 		args = append(args, "--block-time", strconv.FormatFloat(opts.BlockTime.Seconds(), 'f', -1, 64))
 	}
-	n := &Node{t: t, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), args: args, bin: bin}
+	n := &Node{RPC: NewRPC(t, fmt.Sprintf("http://127.0.0.1:%d", port)), t: t, Port: port, args: args, bin: bin}
 	n.start()
 	t.Cleanup(n.Stop)
 	return n
@@ -145,14 +142,10 @@ func (n *Node) start() {
 	go func() { _ = cmd.Wait(); close(n.done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c, err := rpc.Dial(n.URL)
+		var id hexutil.Uint64
+		err := n.TryCall(&id, "eth_chainId")
 		if err == nil {
-			var id hexutil.Uint64
-			err = c.Call(&id, "eth_chainId")
-			c.Close()
-			if err == nil {
-				return
-			}
+			return
 		}
 		if time.Now().After(deadline) {
 			n.t.Fatalf("anvil did not answer on %s: %v", n.URL, err)
@@ -175,32 +168,6 @@ func (n *Node) Stop() {
 func (n *Node) Restart() {
 	n.Stop()
 	n.start()
-}
-
-// Client dials the node with go-ethereum's ethclient.
-func (n *Node) Client() *ethclient.Client {
-	n.t.Helper()
-	c, err := ethclient.Dial(n.URL)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(c.Close)
-	return c
-}
-
-// Call makes a raw JSON-RPC call and fails the test on error.
-func (n *Node) Call(result any, method string, args ...any) {
-	n.t.Helper()
-	c, err := rpc.Dial(n.URL)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.CallContext(ctx, result, method, args...); err != nil {
-		n.t.Fatalf("%s: %v", method, err)
-	}
 }
 
 // Mine mines blocks blocks.
@@ -240,22 +207,6 @@ func (n *Node) ReorgWith(depth int, txs ...ReorgTx) {
 	n.Call(nil, "anvil_reorg", depth, list)
 }
 
-// RawTx returns a mined transaction's signed bytes.
-func (n *Node) RawTx(hash common.Hash) hexutil.Bytes {
-	n.t.Helper()
-	var raw hexutil.Bytes
-	n.Call(&raw, "eth_getRawTransactionByHash", hash)
-	return raw
-}
-
-// BlockNumber returns the current head.
-func (n *Node) BlockNumber() uint64 {
-	n.t.Helper()
-	var b hexutil.Uint64
-	n.Call(&b, "eth_blockNumber")
-	return uint64(b)
-}
-
 // Key returns dev key i and its address.
 func Key(t testing.TB, i int) (*ecdsa.PrivateKey, common.Address) {
 	t.Helper()
@@ -264,21 +215,6 @@ func Key(t testing.TB, i int) (*ecdsa.PrivateKey, common.Address) {
 		t.Fatal(err)
 	}
 	return k, crypto.PubkeyToAddress(k.PublicKey)
-}
-
-// DeadAddr is a loopback host:port nothing listens on: a node that is
-// down, for failover tests.
-func DeadAddr(t testing.TB) string {
-	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TxLogIndex returns l's position in its transaction (what rflow keys an

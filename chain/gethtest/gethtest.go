@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +33,6 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
-	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
 )
@@ -71,9 +69,9 @@ type Options struct {
 
 // Node is a running geth --dev.
 type Node struct {
+	anviltest.RPC
 	t       testing.TB
 	Port    int
-	URL     string
 	DataDir string
 	bin     string
 	args    []string
@@ -137,9 +135,9 @@ func Start(t testing.TB, opts Options) *Node {
 	}
 	port := opts.Port
 	if port == 0 {
-		port = freePort(t)
+		port = anviltest.FreePort(t)
 	}
-	n := &Node{t: t, Port: port, URL: fmt.Sprintf("http://127.0.0.1:%d", port), DataDir: t.TempDir(), bin: bin,
+	n := &Node{RPC: anviltest.NewRPC(t, fmt.Sprintf("http://127.0.0.1:%d", port)), t: t, Port: port, DataDir: t.TempDir(), bin: bin,
 		tip: max(opts.PriceLimit, opts.MinerGasPrice, 1_000_000_000)}
 	n.args = n.flags(opts)
 	n.start()
@@ -152,7 +150,7 @@ func (n *Node) flags(opts Options) []string {
 	args := []string{"--dev", "--datadir", n.DataDir,
 		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(n.Port),
 		"--http.api", "eth,net,web3,debug,txpool,admin",
-		"--nodiscover", "--maxpeers", "0", "--port", "0", "--authrpc.port", strconv.Itoa(freePort(n.t)),
+		"--nodiscover", "--maxpeers", "0", "--port", "0", "--authrpc.port", strconv.Itoa(anviltest.FreePort(n.t)),
 		"--ipcdisable", "--verbosity", "2"}
 	if opts.Period > 0 {
 		args = append(args, "--dev.period", strconv.Itoa(max(1, int(opts.Period/time.Second))))
@@ -183,14 +181,10 @@ func (n *Node) start() {
 	go func() { _ = cmd.Wait(); close(n.done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		c, err := rpc.Dial(n.URL)
+		var id hexutil.Uint64
+		err := n.TryCall(&id, "eth_chainId")
 		if err == nil {
-			var id hexutil.Uint64
-			err = c.Call(&id, "eth_chainId")
-			c.Close()
-			if err == nil {
-				return
-			}
+			return
 		}
 		select {
 		case <-n.done:
@@ -273,46 +267,6 @@ func (n *Node) Restart() {
 	n.start()
 }
 
-// Client dials the node with go-ethereum's ethclient.
-func (n *Node) Client() *ethclient.Client {
-	n.t.Helper()
-	c, err := ethclient.Dial(n.URL)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(c.Close)
-	return c
-}
-
-// Call makes a raw JSON-RPC call and fails the test on error.
-func (n *Node) Call(result any, method string, args ...any) {
-	n.t.Helper()
-	if err := n.TryCall(result, method, args...); err != nil {
-		n.t.Fatalf("%s: %v", method, err)
-	}
-}
-
-// TryCall makes a raw JSON-RPC call and returns its error, for tests that
-// expect the node to refuse.
-func (n *Node) TryCall(result any, method string, args ...any) error {
-	c, err := rpc.Dial(n.URL)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	return c.CallContext(ctx, result, method, args...)
-}
-
-// BlockNumber returns the current head.
-func (n *Node) BlockNumber() uint64 {
-	n.t.Helper()
-	var b hexutil.Uint64
-	n.Call(&b, "eth_blockNumber")
-	return uint64(b)
-}
-
 // Mine makes blocks new blocks, each holding a zero-value payment of the
 // developer account to itself: geth --dev has no evm_mine.
 func (n *Node) Mine(blocks int) {
@@ -332,14 +286,6 @@ func (n *Node) Mine(blocks int) {
 func (n *Node) SetHead(number uint64) {
 	n.t.Helper()
 	n.Call(nil, "debug_setHead", hexutil.Uint64(number))
-}
-
-// RawTx returns a transaction's signed bytes.
-func (n *Node) RawTx(hash common.Hash) hexutil.Bytes {
-	n.t.Helper()
-	var raw hexutil.Bytes
-	n.Call(&raw, "eth_getRawTransactionByHash", hash)
-	return raw
 }
 
 // SendRaw broadcasts signed bytes and returns the node's error, if any
@@ -379,13 +325,4 @@ func (n *Node) WaitMined(hash common.Hash) *types.Receipt {
 // indexing transactions after a (re)start: not an error, ask again.
 func IsIndexing(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "transaction indexing is in progress")
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -348,7 +348,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := serveMetrics(triggers, o.metricsListener, prom.Handler(), o.logger); err != nil {
+			if err := server.ServeMetrics(triggers, o.metricsListener, prom.Handler(), o.logger); err != nil {
 				o.logger.Error("metrics server", "err", err)
 			}
 		}()
