@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -28,11 +29,22 @@ func hostIdentity() string {
 	return host + "|" + strings.TrimSpace(string(boot)) + "|" + ns
 }
 
-// processGone reports whether no process has pid in this namespace.
+// processGone reports whether no live process has pid in this namespace:
+// none at all, or a zombie (it died and its parent has not reaped it yet,
+// as right after a kill -9; it runs nothing any more).
 func processGone(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	err := syscall.Kill(pid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) state …: comm may hold spaces and parentheses, so the
+	// state is the field after the last ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	return i >= 0 && strings.HasPrefix(strings.TrimLeft(string(stat[i+1:]), " "), "Z")
 }
