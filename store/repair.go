@@ -47,23 +47,39 @@ func joblessSQL(j Journal, one bool) string {
 		run, gen, name = "rr", "o.generation", "o.workflow_name"
 		from = `rflow.reorg_step_runs s JOIN rflow.reorg_runs rr ON rr.id = s.run_id JOIN rflow.workflow_runs o ON o.id = rr.run_id`
 	}
-	only := ""
+	only, live := "", ""
+	noJob := `NOT EXISTS (SELECT 1 FROM live WHERE live.run_id = ` + run + `.id::text AND live.step_key = s.step_key
+		        AND live.attempt = s.attempt)`
 	if one {
+		// One step: two probes of River's GIN index on args.
 		only = `AND ` + run + `.id = $2 AND s.step_key = $3 AND ` + run + `.attempt = $4 AND s.attempt = $5`
+		noJob = `NOT EXISTS (
+		      SELECT 1 FROM river.river_job j
+		      WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed'
+		        AND (j.args @> jsonb_build_object('run_id', ` + run + `.id, 'step_key', s.step_key, 'attempt', s.attempt)
+		             OR (s.attempt = 1 AND ` + run + `.attempt = 1
+		                 AND j.args @> jsonb_build_array(` + run + `.id::text, s.step_key || '/' || ` + gen + `))))`
+	} else {
+		// The scan: the step jobs not completed, read once and hashed,
+		// whichever args shape (StepArgs, or FirstStepArgs' [run id,
+		// "step/generation"] at attempt 1); a probe per pending step
+		// would read River's table once per step.
+		live = `WITH live AS MATERIALIZED (
+		  SELECT CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END AS run_id,
+		         CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
+		              ELSE j.args->>'step_key' END AS step_key,
+		         CASE WHEN jsonb_typeof(j.args) = 'array' THEN 1 ELSE (j.args->>'attempt')::int END AS attempt
+		  FROM river.river_job j
+		  WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed')`
 	}
-	return `
+	return live + `
 		SELECT ` + run + `.id, ` + name + `, ` + gen + `, ` + run + `.attempt, s.step_key, s.attempt, s.wake_at
 		FROM ` + from + `
 		WHERE ` + run + `.status IN ('queued', 'running', 'waiting_delay', 'waiting_tx', 'waiting_event', 'waiting_approval')
 		  AND ` + notRehearsal(name) + `
 		  AND (s.status IN ('queued', 'retrying') OR (s.status = 'waiting' AND s.wake_at IS NOT NULL))
 		  AND s.held_at IS NULL
-		  AND NOT EXISTS (
-		      SELECT 1 FROM river.river_job j
-		      WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed'
-		        AND (j.args @> jsonb_build_object('run_id', ` + run + `.id, 'step_key', s.step_key, 'attempt', s.attempt)
-		             OR (s.attempt = 1 AND ` + run + `.attempt = 1
-		                 AND j.args @> jsonb_build_array(` + run + `.id::text, s.step_key || '/' || ` + gen + `))))
+		  AND ` + noJob + `
 ` + only + `
 		ORDER BY ` + run + `.id, s.step_key
 		LIMIT $1`
