@@ -181,6 +181,12 @@ type Config struct {
 	// <prefix>/block/…, <prefix>/read/…, <prefix>/wait/<chain id>/<address>/<topic>,
 	// and <prefix>/node/<owner> per process.
 	LeasePrefix string
+	// Namespace is the project's share of the database: a wait feed
+	// follows the waits of its runs only, under a cursor of its own (two
+	// projects waiting on one contract each read its logs for their own
+	// runs), and the zero value, the home project's, keeps the cursor
+	// names of a single-project database.
+	Namespace store.Namespace
 	// LeaseTTL is how long a dead process keeps its tasks (default 15s).
 	LeaseTTL time.Duration
 	// ClaimBatch is the claims per Claimer call (default 500).

@@ -76,7 +76,7 @@ func (c Config) Watched(t Triggers) Watched {
 	}
 	for _, f := range t.Waits {
 		if n, ok := network(f.Network); ok && f.Event != nil {
-			w.Tasks = append(w.Tasks, WaitTaskName(f.key(n.ChainID)))
+			w.Tasks = append(w.Tasks, c.waitTask(f.key(n.ChainID)))
 		}
 	}
 	for _, n := range c.Networks {

@@ -60,7 +60,8 @@ func (f WaitFeed) key(chainID int64) store.WaitFeed {
 	return k
 }
 
-// WaitTaskName is the lease and cursor name of a wait feed.
+// WaitTaskName is the lease and cursor name of a wait feed of the home
+// project (Config.waitTask is any project's).
 func WaitTaskName(k store.WaitFeed) string {
 	addr := k.Address
 	if addr == "" {
@@ -68,6 +69,9 @@ func WaitTaskName(k store.WaitFeed) string {
 	}
 	return "wait/" + strconv.FormatInt(k.ChainID, 10) + "/" + addr + "/" + k.Topic
 }
+
+// waitTask is the lease and cursor name of a wait feed of the project.
+func (c Config) waitTask(k store.WaitFeed) string { return c.Namespace.Qualify(WaitTaskName(k)) }
 
 func (s *Service) addWaitFeed(f WaitFeed) error {
 	n, err := s.network(f.Network, "wait_for feed")
@@ -81,7 +85,7 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 		return fmt.Errorf("wait_for feed on %s: no wait matcher configured", f.Network)
 	}
 	key := f.key(n.cfg.ChainID)
-	name := WaitTaskName(key)
+	name := s.cfg.waitTask(key)
 	s.addTask(name, func(ctx context.Context, lease store.Lease) error {
 		// A new feed starts at the head: waits parked before it existed
 		// are covered by their lookback.
@@ -106,7 +110,7 @@ func (s *Service) addWaitFeed(f WaitFeed) error {
 			return nil
 		}
 		j.pending = func(ctx context.Context) (bool, error) {
-			lbs, err := store.WaitLookbacks(ctx, s.pool, key)
+			lbs, err := store.WaitLookbacks(ctx, s.pool, key, s.cfg.Namespace)
 			if err != nil || len(lbs) > 0 {
 				return len(lbs) > 0, err
 			}
@@ -174,7 +178,7 @@ func (s *Service) waitFetcher(n *netState, f WaitFeed, key store.WaitFeed) fetch
 			return batch{}, err
 		}
 		b.logs = len(b.decoded)
-		lbs, err := store.WaitLookbacks(ctx, s.pool, key)
+		lbs, err := store.WaitLookbacks(ctx, s.pool, key, s.cfg.Namespace)
 		if err != nil {
 			return batch{}, err
 		}

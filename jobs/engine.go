@@ -94,6 +94,11 @@ type Config struct {
 	// Rehearsal names, apart from every live process (see Rehearsal). A
 	// live engine (nil) never runs a rehearsal's workflow or works its jobs.
 	Rehearsal *Rehearsal
+	// Namespace is the project's share of the database
+	// (store.RegisterProject): the engine deploys, claims, runs, repairs
+	// and retires only its workflows and works only its River queue. The
+	// zero value is the home namespace, all of a single-project database.
+	Namespace store.Namespace
 }
 
 // Engine executes workflow runs on River. It is safe for concurrent use.
@@ -119,7 +124,9 @@ type engineStore struct {
 	pool    *pgxpool.Pool
 	url     string
 	project *workflow.Project
-	node    *store.Node
+	// ns is the project's namespace (Config.Namespace).
+	ns   store.Namespace
+	node *store.Node
 	// workersOnly: the process runs no triggers (recorded on its node).
 	workersOnly bool
 }
@@ -174,7 +181,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Pool and Project are required")
 	}
 	e := &Engine{
-		engineStore: engineStore{pool: cfg.Pool, url: cfg.URL, project: cfg.Project, workersOnly: cfg.WorkersOnly},
+		engineStore: engineStore{pool: cfg.Pool, url: cfg.URL, project: cfg.Project, ns: cfg.Namespace, workersOnly: cfg.WorkersOnly},
 		engineRiver: engineRiver{
 			jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 			nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
@@ -287,6 +294,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e.client = client
 	return e, nil
 }
+
+// Namespace is the project's share of the database the engine works in.
+func (e *Engine) Namespace() store.Namespace { return e.ns }
 
 // Client is the engine's River client (for other job kinds to enqueue in
 // the same queue and transactions).
@@ -472,18 +482,18 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	// A spec has no lines; when it is the definition this process loaded
 	// from its files, run that one, so run-time expression errors name
 	// file:line:col as validate does.
-	// A rehearsal runs its live workflow's definition under its own name.
+	// A rehearsal runs its live workflow's definition under its own name,
+	// and a workflow of a project that is not its database's home project
+	// runs under its qualified name (store.Namespace).
 	base := name
-	r, rehearsal := store.ParseRehearsal(name)
-	if rehearsal {
+	if r, ok := store.ParseRehearsal(name); ok {
 		base = r.Workflow
 	}
+	base, _ = e.ns.Local(base)
 	if loaded := e.project.Workflow(base); loaded != nil && loaded.Hash == wf.Hash {
 		wf = loaded
 	}
-	if rehearsal {
-		wf = rehearse(wf, name)
-	}
+	wf = rehearse(wf, name)
 	p = newPlan(wf)
 	e.plansMu.Lock()
 	e.plans[key] = p

@@ -37,7 +37,7 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
 		out = Sync{}
 		declared := map[string]bool{}
-		for _, wf := range byName(e.project.Workflows) {
+		for _, wf := range byName(e.stored(e.project.Workflows)) {
 			d, err := store.SyncWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 			if err != nil {
 				return err
@@ -53,11 +53,11 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 			out.Deployed = append(out.Deployed, d)
 			declared[wf.Name] = true
 		}
-		gens, err := store.WorkflowGenerations(ctx, tx)
+		gens, err := store.WorkflowGenerations(ctx, tx, e.ns)
 		if err != nil {
 			return err
 		}
-		fromFile, err := store.FileWorkflows(ctx, tx)
+		fromFile, err := store.FileWorkflows(ctx, tx, e.ns)
 		if err != nil {
 			return err
 		}
@@ -79,28 +79,40 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 	return out, err
 }
 
-// RetireMissing retires the workflows a project file deployed that this
-// project file no longer has (see store.RetireWorkflows): `rflow
-// workflows deploy` of a whole file.
+// RetireMissing retires the workflows this project's file deployed that
+// the file no longer has (see store.RetireWorkflows): `rflow workflows
+// deploy` of a whole file. Another project's workflows are never among
+// them, whatever their names.
 func (e *Engine) RetireMissing(ctx context.Context, tx pgx.Tx) ([]store.Deployed, error) {
 	keep := make([]string, 0, len(e.project.Workflows))
 	for _, wf := range e.project.Workflows {
-		keep = append(keep, wf.Name)
+		keep = append(keep, e.ns.Qualify(wf.Name))
 	}
-	return store.RetireWorkflows(ctx, tx, keep)
+	return store.RetireWorkflows(ctx, tx, e.ns, keep)
+}
+
+// stored is wfs under their stored names (store.Namespace): what is
+// deployed, budgeted and claimed under.
+func (e *Engine) stored(wfs []*workflow.Workflow) []*workflow.Workflow {
+	out := make([]*workflow.Workflow, len(wfs))
+	for i, wf := range wfs {
+		out[i] = rehearse(wf, e.ns.Qualify(wf.Name))
+	}
+	return out
 }
 
 // missingFromFile reports the deployed workflows among names that a
 // project file deployed and this process's file does not declare: their
 // triggers do not run here.
 func (e *Engine) missingFromFile(ctx context.Context, names []string) (map[string]bool, error) {
-	fromFile, err := store.FileWorkflows(ctx, e.pool)
+	fromFile, err := store.FileWorkflows(ctx, e.pool, e.ns)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]bool{}
 	for _, d := range fromFile {
-		if e.project.Workflow(d.Name) == nil && slices.Contains(names, d.Name) {
+		local, _ := e.ns.Local(d.Name)
+		if e.project.Workflow(local) == nil && slices.Contains(names, d.Name) {
 			out[d.Name] = true
 		}
 	}
@@ -124,7 +136,7 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		}
 	}
 	out := make([]store.Deployed, 0, len(wfs))
-	for _, wf := range byName(wfs) {
+	for _, wf := range byName(e.stored(wfs)) {
 		d, err := store.DeployWorkflow(ctx, tx, wf.Name, wf.Hash, wf.Spec)
 		if err != nil {
 			return nil, err
@@ -140,8 +152,8 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 	return out, nil
 }
 
-// DeployTx validates one workflow definition (YAML or JSON) against the
-// project, with the same code as `rflow validate`, and stores it. It is the
+// DeployTx validates one workflow definition (YAML or JSON), named by its
+// local name, against the project, with the same code as `rflow validate`, and stores it. It is the
 // API's deploy, so the definition is untrusted: its ${VAR} references read
 // only the env: allowlist. Invalid input returns a *workflow.Diagnostics.
 func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byte) (store.Deployed, error) {
@@ -152,6 +164,7 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	if wf.Name != name {
 		return store.Deployed{}, fmt.Errorf("definition is named %q but was deployed as %q", wf.Name, name)
 	}
+	wf = rehearse(wf, e.ns.Qualify(name))
 	if err := budgets.Declare(ctx, tx, wf); err != nil {
 		return store.Deployed{}, err
 	}

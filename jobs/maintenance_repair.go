@@ -59,7 +59,7 @@ func (e *Engine) RepairRuns(ctx context.Context) (int, error) {
 	repaired := 0
 	for _, j := range []store.Journal{store.RunJournal, store.ReorgJournal} {
 		for range repairMaxBatches {
-			steps, err := store.JoblessSteps(ctx, e.pool, j, repairBatch)
+			steps, err := store.JoblessSteps(ctx, e.pool, e.ns, j, repairBatch)
 			if err != nil {
 				return repaired, err
 			}

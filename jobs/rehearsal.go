@@ -96,12 +96,16 @@ func (e *Engine) riverSchema() string {
 }
 
 // queue is the River queue this engine works: in a rehearsal's own schema
-// River's default queue, in the live schema the session's own.
+// River's default queue, in the live schema the session's own, and for a
+// live engine its project's (store.Namespace.Queue).
 func (e *Engine) queue() string {
-	if e.rehearsal != nil && !e.rehearsal.ownSchema() {
+	switch {
+	case e.rehearsal.ownSchema():
+		return river.QueueDefault
+	case e.rehearsal != nil:
 		return e.rehearsal.Queue()
 	}
-	return river.QueueDefault
+	return e.ns.Queue()
 }
 
 // queueOf is the queue the jobs of workflow's runs go to, whoever enqueues
@@ -115,21 +119,24 @@ func (e *Engine) queueOf(workflow string) string {
 }
 
 // owns reports whether this engine starts work for workflow: a live
-// engine only live workflows, a rehearsal engine only its own.
+// engine only its project's live workflows, a rehearsal engine only its
+// own.
 func (e *Engine) owns(workflow string) bool {
 	r, ok := store.ParseRehearsal(workflow)
 	if e.rehearsal == nil {
-		return !ok
+		return e.ns.Owns(workflow)
 	}
 	return ok && r.Kind == e.rehearsal.Kind && (e.rehearsal.Session == "" || r.Session == e.rehearsal.Session)
 }
 
 // movesOn reports whether this engine may move a started run of workflow
 // on from a wait feed: the run's next job must land in a River schema this
-// engine writes and someone works. A rehearsal in a schema of its own
-// (rflow test) moves only its own runs; an engine in the live schema
-// moves live runs and replays (their jobs go to the session's queue
-// there, stepJob), never a test's, whose jobs no live process works.
+// engine writes and someone works, and the run must be its project's (its
+// plan is compiled against this project). A rehearsal in a schema of its
+// own (rflow test) moves only its own runs; an engine in the live schema
+// moves its project's live runs and replays (their jobs go to the
+// session's queue there, stepJob), never a test's, whose jobs no live
+// process works.
 func (e *Engine) movesOn(workflow string) bool {
 	if e.owns(workflow) {
 		return true
@@ -138,13 +145,18 @@ func (e *Engine) movesOn(workflow string) bool {
 		return false
 	}
 	r, ok := store.ParseRehearsal(workflow)
-	return !ok || r.Kind == store.RehearsalReplay
+	if !ok {
+		return e.ns.Owns(workflow)
+	}
+	return r.Kind == store.RehearsalReplay && e.ns.Owns(r.Workflow)
 }
 
 // scopeError is why an engine refuses to run workflow (see owns), as
 // not found: to it, the workflow does not exist.
 func (e *Engine) scopeError(name string) error {
 	switch {
+	case e.rehearsal == nil && !store.IsRehearsal(name):
+		return fmt.Errorf("workflow %s is not one of %s's: %w", name, e.ns.Describe(), store.ErrNotFound)
 	case e.rehearsal == nil:
 		return fmt.Errorf("workflow %s belongs to a replay or test, which a live process never runs: %w", name, store.ErrNotFound)
 	case !store.IsRehearsal(name):
@@ -184,7 +196,7 @@ func rehearse(wf *workflow.Workflow, name string) *workflow.Workflow {
 // rehearsal's name (its spec unchanged) and declares its budgets there,
 // so the rehearsal's spend never counts against the live workflow's.
 func (e *Engine) DeployRehearsal(ctx context.Context, wf *workflow.Workflow) (store.Deployed, error) {
-	if e.rehearsal == nil || e.rehearsal.Workflow != wf.Name {
+	if e.rehearsal == nil || e.rehearsal.Workflow != e.ns.Qualify(wf.Name) {
 		return store.Deployed{}, errors.New("deploy rehearsal: the engine is not rehearsing this workflow")
 	}
 	var d store.Deployed
@@ -236,7 +248,7 @@ func (c rehearsalClaimer) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store
 // built as live ingestion builds it (where: included), claiming under the
 // rehearsal's name. Any other trigger kind is an error naming it.
 func (e *Engine) RehearsalChainConfig(wf *workflow.Workflow) (chain.Config, error) {
-	if e.rehearsal == nil || e.rehearsal.Workflow != wf.Name {
+	if e.rehearsal == nil || e.rehearsal.Workflow != e.ns.Qualify(wf.Name) {
 		return chain.Config{}, errors.New("replay: the engine is not rehearsing this workflow")
 	}
 	if wf.Trigger.Event == nil {
@@ -258,15 +270,18 @@ func (e *Engine) RehearsalChainConfig(wf *workflow.Workflow) (chain.Config, erro
 // outside a run, a rehearsal engine its session's), so a send's job never
 // lands in another process's queue.
 func (e *Engine) adoptSend(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
+	// A send made outside a run is the home project's: some process must
+	// drive it, and only one project's may (its wallet names are that
+	// project's).
 	ref, ok := parseExternalID(externalID)
 	if !ok {
-		return e.rehearsal == nil, nil
+		return e.rehearsal == nil && e.ns.Home(), nil
 	}
 	// A compensation send's key names its run too: the response belongs to
 	// whoever owns the run.
 	run, err := store.GetRun(ctx, tx, ref.run, false)
 	if errors.Is(err, store.ErrNotFound) {
-		return e.rehearsal == nil, nil
+		return e.rehearsal == nil && e.ns.Home(), nil
 	}
 	if err != nil {
 		return false, err

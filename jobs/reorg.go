@@ -82,9 +82,15 @@ func (e *Engine) onReorg(ctx context.Context, tx pgx.Tx, r chain.Reorg) error {
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	// The chain's reorg is every project's; each response is decided by a
+	// process of its run's project, in its queue.
+	names, err := store.ResponseWorkflows(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
 	jobs := make([]river.InsertManyParams, len(ids))
 	for i, id := range ids {
-		jobs[i] = river.InsertManyParams{Args: ReorgArgs{ResponseID: id}}
+		jobs[i] = river.InsertManyParams{Args: ReorgArgs{ResponseID: id}, InsertOpts: &river.InsertOpts{Queue: e.queueOf(names[id])}}
 	}
 	if _, err := e.client.InsertManyTx(ctx, tx, jobs); err != nil {
 		return fmt.Errorf("enqueue %d reorg response(s): %w", len(ids), err)

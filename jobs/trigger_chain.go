@@ -24,7 +24,7 @@ import (
 func (e *Engine) ChainConfig() chain.Config {
 	p := e.project
 	src := &triggerSource{e: e}
-	return chain.Config{LeasePrefix: p.Name, OnReorg: e.onReorg, Reload: src.load, Matcher: e, Networks: ChainNetworks(p)}
+	return chain.Config{LeasePrefix: p.Name, Namespace: e.ns, OnReorg: e.onReorg, Reload: src.load, Matcher: e, Networks: ChainNetworks(p)}
 }
 
 // ChainNetworks maps the project's networks to the chain package's.
@@ -51,13 +51,13 @@ type triggerSource struct {
 }
 
 func (s *triggerSource) load(ctx context.Context) (chain.Triggers, error) {
-	gens, err := store.WorkflowGenerations(ctx, s.e.pool)
+	gens, err := store.WorkflowGenerations(ctx, s.e.pool, s.e.ns)
 	if err != nil {
 		return chain.Triggers{}, err
 	}
 	// Live waits keep their feeds followed whatever is deployed now (a
 	// run parked under an older generation).
-	live, err := store.LiveWaitSteps(ctx, s.e.pool)
+	live, err := store.LiveWaitSteps(ctx, s.e.pool, s.e.ns)
 	if err != nil {
 		return chain.Triggers{}, err
 	}

@@ -108,13 +108,14 @@ func (e *Engine) claimTicks(ctx context.Context, name string, ticks []time.Time)
 // cronTriggers returns the cron trigger of every deployed workflow, from
 // its current generation.
 func (e *Engine) cronTriggers(ctx context.Context) (map[string]*workflow.CronTrigger, error) {
-	rows, err := store.ListWorkflows(ctx, e.pool)
+	rows, err := store.ListWorkflows(ctx, e.pool, e.ns)
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(rows))
-	for _, r := range rows {
-		names = append(names, r.Name)
+	for i := range rows {
+		rows[i].Name = e.ns.Qualify(rows[i].Name) // claims are made under the stored name
+		names = append(names, rows[i].Name)
 	}
 	missing, err := e.missingFromFile(ctx, names)
 	if err != nil {

@@ -3,6 +3,7 @@ package relayer
 import (
 	"context"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
@@ -19,14 +20,29 @@ import (
 // long as the chain's window (256 blocks) still held the replaced block.
 // It returns how many sends it re-tracked.
 func (r *Relayer) Retrack(ctx context.Context, tx pgx.Tx, chainID, fork int64) (int, error) {
-	ids, err := store.RetrackRelayerTxs(ctx, tx, chainID, fork)
+	txs, err := store.RetrackRelayerTxs(ctx, tx, chainID, fork)
 	if err != nil {
 		return 0, err
 	}
-	for _, id := range ids {
-		if err := r.startJob(ctx, tx, id); err != nil {
+	var ids []uuid.UUID
+	for _, t := range txs {
+		// The reorg is the chain's, the send is its project's: one this
+		// relayer does not adopt (Config.Adopt: another project's, whose
+		// wallet of the same name may hold another key) is left to its
+		// own project's recovery, which finds it mined and unchecked.
+		if r.cfg.Adopt != nil {
+			ok, err := r.cfg.Adopt(ctx, tx, t.ExternalID)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		if err := r.startJob(ctx, tx, t.TxID); err != nil {
 			return 0, err
 		}
+		ids = append(ids, t.TxID)
 	}
 	if len(ids) > 0 {
 		r.log.Warn("confirmed sends lost their blocks (reorg deeper than their confirmations); tracking them again",

@@ -87,10 +87,14 @@ func IsRehearsal(name string) bool {
 }
 
 // QueueOf is the River queue a workflow's step jobs go to: the rehearsal's
-// own queue for a rehearsal, River's default queue for a live workflow.
+// own queue for a rehearsal, its project's (Namespace.Queue) for a live
+// workflow: River's default queue for the home project's.
 func QueueOf(workflow string) string {
 	if r, ok := ParseRehearsal(workflow); ok {
 		return r.Queue()
+	}
+	if project, _ := ProjectOf(workflow); project != "" {
+		return ProjectQueue(project)
 	}
 	return river.QueueDefault
 }

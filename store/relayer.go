@@ -783,6 +783,12 @@ func EndDiscardedChainTxs(ctx context.Context, tx pgx.Tx, chainID int64, reason 
 	return tag.RowsAffected(), nil
 }
 
+// RetrackedTx is one send RetrackRelayerTxs tracks again.
+type RetrackedTx struct {
+	TxID       uuid.UUID
+	ExternalID string
+}
+
 // RetrackRelayerTxs moves the confirmed sends of chainID whose receipt's
 // block, at or past fork, is no longer the window's block at that height
 // back to mined (their receipt kept), in the reorg's transaction tx, and
@@ -790,17 +796,17 @@ func EndDiscardedChainTxs(ctx context.Context, tx pgx.Tx, chainID int64, reason 
 // send whose block left the chain (re-included, or its very bytes sent
 // again). Only confirmed sends: a reverted or replaced one re-sent could
 // move value its step says did not.
-func RetrackRelayerTxs(ctx context.Context, tx pgx.Tx, chainID, fork int64) ([]uuid.UUID, error) {
+func RetrackRelayerTxs(ctx context.Context, tx pgx.Tx, chainID, fork int64) ([]RetrackedTx, error) {
 	rows, err := tx.Query(ctx, `
 		UPDATE relayer.transactions t SET status = 'mined', finished_at = NULL, updated_at = now(), checked_at = now()
 		WHERE t.chain_id = $1 AND t.status = 'confirmed' AND t.mined_block >= $2
 		  AND NOT EXISTS (SELECT 1 FROM indexer.blocks b
 		                  WHERE b.chain_id = t.chain_id AND b.number = t.mined_block AND b.hash = t.mined_block_hash)
-		RETURNING t.tx_id`, chainID, fork)
+		RETURNING t.tx_id, t.external_id`, chainID, fork)
 	if err != nil {
 		return nil, fmt.Errorf("re-track confirmed sends of chain %d from %d: %w", chainID, fork, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	ids, err := pgx.CollectRows(rows, pgx.RowToStructByPos[RetrackedTx])
 	if err != nil {
 		return nil, fmt.Errorf("re-track confirmed sends of chain %d from %d: %w", chainID, fork, err)
 	}

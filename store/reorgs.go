@@ -95,6 +95,24 @@ func OpenResponses(ctx context.Context, tx pgx.Tx, r ReorgResponses, runs []uuid
 	return out, nil
 }
 
+// ResponseWorkflows maps reorg responses to the stored workflow names of
+// the runs they answer: a response's job goes to its run's project's queue.
+func ResponseWorkflows(ctx context.Context, db DBTX, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	rows, err := db.Query(ctx, `
+		SELECT rr.id, r.workflow_name FROM rflow.reorg_runs rr JOIN rflow.workflow_runs r ON r.id = rr.run_id
+		WHERE rr.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("workflows of reorg responses: %w", err)
+	}
+	out := map[uuid.UUID]string{}
+	var id uuid.UUID
+	var name string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &name}, func() error { out[id] = name; return nil }); err != nil {
+		return nil, fmt.Errorf("workflows of reorg responses: %w", err)
+	}
+	return out, nil
+}
+
 // GetResponse loads one response; with forUpdate it locks its row.
 func GetResponse(ctx context.Context, db DBTX, id uuid.UUID, forUpdate bool) (*Response, error) {
 	q := `SELECT ` + responseColumns + ` FROM rflow.reorg_runs WHERE id = $1`

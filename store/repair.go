@@ -38,19 +38,21 @@ type JoblessStep struct {
 // snapshot sees both or neither. Rehearsals' jobs live in their own
 // queues or schemas and are never repaired here.
 //
-// With one, it checks a single step: $2 run id, $3 step key, $4 run
-// attempt, $5 step attempt.
-func joblessSQL(j Journal, one bool) string {
+// The scan finds only ns's runs: a process repairs its own project's runs,
+// into its own queue. With one, it checks a single step: $2 run id, $3
+// step key, $4 run attempt, $5 step attempt.
+func joblessSQL(j Journal, ns Namespace, one bool) string {
 	run, gen, name := "r", "r.generation", "r.workflow_name"
 	from := `rflow.step_runs s JOIN rflow.workflow_runs r ON r.id = s.run_id`
 	if j == ReorgJournal {
 		run, gen, name = "rr", "o.generation", "o.workflow_name"
 		from = `rflow.reorg_step_runs s JOIN rflow.reorg_runs rr ON rr.id = s.run_id JOIN rflow.workflow_runs o ON o.id = rr.run_id`
 	}
-	only, live := "", ""
+	only, live, scope := "", "", ns.filter(name)
 	noJob := `NOT EXISTS (SELECT 1 FROM live WHERE live.run_id = ` + run + `.id::text AND live.step_key = s.step_key
 		        AND live.attempt = s.attempt)`
 	if one {
+		scope = notRehearsal(name)
 		// One step: two probes of River's GIN index on args.
 		only = `AND ` + run + `.id = $2 AND s.step_key = $3 AND ` + run + `.attempt = $4 AND s.attempt = $5`
 		noJob = `NOT EXISTS (
@@ -76,7 +78,7 @@ func joblessSQL(j Journal, one bool) string {
 		SELECT ` + run + `.id, ` + name + `, ` + gen + `, ` + run + `.attempt, s.step_key, s.attempt, s.wake_at
 		FROM ` + from + `
 		WHERE ` + run + `.status IN ('queued', 'running', 'waiting_delay', 'waiting_tx', 'waiting_event', 'waiting_approval')
-		  AND ` + notRehearsal(name) + `
+		  AND ` + scope + `
 		  AND (s.status IN ('queued', 'retrying') OR (s.status = 'waiting' AND s.wake_at IS NOT NULL))
 		  AND s.held_at IS NULL
 		  AND ` + noJob + `
@@ -85,9 +87,10 @@ func joblessSQL(j Journal, one bool) string {
 		LIMIT $1`
 }
 
-// JoblessSteps returns at most limit JoblessSteps of journal j.
-func JoblessSteps(ctx context.Context, db DBTX, j Journal, limit int) ([]JoblessStep, error) {
-	rows, err := db.Query(ctx, joblessSQL(j, false), limit)
+// JoblessSteps returns at most limit JoblessSteps of journal j among ns's
+// runs.
+func JoblessSteps(ctx context.Context, db DBTX, ns Namespace, j Journal, limit int) ([]JoblessStep, error) {
+	rows, err := db.Query(ctx, joblessSQL(j, ns, false), limit)
 	if err != nil {
 		return nil, fmt.Errorf("find %s steps without a job: %w", j, err)
 	}
@@ -106,7 +109,7 @@ func StillJobless(ctx context.Context, tx pgx.Tx, s JoblessStep) (bool, error) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+s.Journal.runs()+` WHERE id = $1 FOR UPDATE`, s.RunID); err != nil {
 		return false, fmt.Errorf("lock %s %s: %w", s.Journal, s.RunID, err)
 	}
-	rows, err := tx.Query(ctx, joblessSQL(s.Journal, true), 1, s.RunID, s.StepKey, s.RunAttempt, s.Attempt)
+	rows, err := tx.Query(ctx, joblessSQL(s.Journal, Namespace{}, true), 1, s.RunID, s.StepKey, s.RunAttempt, s.Attempt)
 	if err != nil {
 		return false, fmt.Errorf("recheck %s %s step %s: %w", s.Journal, s.RunID, s.StepKey, err)
 	}

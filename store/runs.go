@@ -65,8 +65,11 @@ func (s RunStatus) Waiting() bool {
 // Run is one workflow run: the claimed trigger occurrence and where its
 // execution stands.
 type Run struct {
-	ID          uuid.UUID
-	Workflow    string
+	ID       uuid.UUID
+	Workflow string
+	// Project is the run's project, set by listings of every project
+	// (RunFilter.AllProjects); Workflow is then its local name.
+	Project     string
 	Generation  int64
 	Attempt     int
 	TriggerKey  string
@@ -145,6 +148,11 @@ type RunFilter struct {
 	// Compensated keeps runs whose orphaning started an on_reorg response
 	// (pending decisions and re-included logs do not count).
 	Compensated bool
+	// Namespace is the project whose runs are listed (Workflow is one of
+	// its local names), under their local names; AllProjects lists every
+	// project's instead, each run with its Project.
+	Namespace   Namespace
+	AllProjects bool
 }
 
 // ListRuns returns a page of runs, newest first: by created_at, then id
@@ -182,9 +190,13 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		return fmt.Sprintf("$%d", len(args))
 	}
 	var order []string
+	workflow := f.Workflow
+	if workflow != "" && !f.AllProjects && !IsRehearsal(workflow) {
+		workflow = f.Namespace.Qualify(workflow)
+	}
 	switch {
 	case f.Workflow != "":
-		where = append(where, "workflow_name = ANY("+arg([]string{f.Workflow})+")")
+		where = append(where, "workflow_name = ANY("+arg([]string{workflow})+")")
 		order = append(order, "workflow_name")
 		if f.Status != "" {
 			where = append(where, fmt.Sprintf("status BETWEEN %s AND %[1]s", arg(f.Status)))
@@ -194,8 +206,13 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		where = append(where, "status = ANY("+arg([]string{string(f.Status)})+")")
 		order = append(order, "status")
 	}
-	if f.Workflow == "" && !f.Rehearsals {
+	switch {
+	case f.Workflow == "" && !f.Rehearsals && f.AllProjects:
 		where = append(where, notRehearsal("workflow_name"))
+	case f.Workflow == "" && !f.Rehearsals:
+		where = append(where, f.Namespace.filter("workflow_name"))
+	case f.Workflow == "" && !f.AllProjects:
+		where = append(where, f.Namespace.filterWithRehearsals("workflow_name"))
 	}
 	if f.Compensated {
 		where = append(where, `EXISTS (SELECT 1 FROM rflow.reorg_runs rr WHERE rr.run_id = workflow_runs.id
@@ -217,7 +234,24 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+	runs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Run, error) { return scanRun(r) })
+	if err != nil {
+		return nil, err
+	}
+	if !f.AllProjects {
+		for _, r := range runs {
+			r.Workflow, _ = f.Namespace.Local(r.Workflow)
+		}
+		return runs, nil
+	}
+	names, err := LoadProjectNames(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		r.Project, r.Workflow = names.Split(r.Workflow)
+	}
+	return runs, nil
 }
 
 // ShortIDLen is the length of a short run id: the last hex digits of the

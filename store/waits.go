@@ -161,10 +161,13 @@ type Lookback struct {
 	FromBlock int64
 }
 
-// WaitLookbacks returns feed's live waits still needing their lookback.
-func WaitLookbacks(ctx context.Context, db DBTX, feed WaitFeed) ([]Lookback, error) {
+// WaitLookbacks returns feed's live waits of ns's runs (and its
+// rehearsals') still needing their lookback: another project's feed
+// leaves them for the project's own.
+func WaitLookbacks(ctx context.Context, db DBTX, feed WaitFeed, ns Namespace) ([]Lookback, error) {
 	rows, err := db.Query(ctx, `SELECT id, from_block FROM rflow.waits
 		WHERE chain_id = $1 AND topic = $2 AND address = $3 AND NOT lookback_done AND status IN ('waiting', 'armed')
+		  AND EXISTS (SELECT 1 FROM rflow.workflow_runs r WHERE r.id = waits.run_id AND `+ns.filterWithRehearsals("r.workflow_name")+`)
 		ORDER BY id`, feed.ChainID, feed.Topic, feed.Address)
 	if err != nil {
 		return nil, fmt.Errorf("wait lookbacks: %w", err)
@@ -262,12 +265,13 @@ type WaitStep struct {
 }
 
 // LiveWaitSteps returns a step per feed that live waits are parked on: the
-// feeds that must keep being followed whatever is deployed now.
-func LiveWaitSteps(ctx context.Context, db DBTX) ([]WaitStep, error) {
+// feeds that must keep being followed whatever is deployed now, for the
+// runs of ns and its rehearsals.
+func LiveWaitSteps(ctx context.Context, db DBTX, ns Namespace) ([]WaitStep, error) {
 	rows, err := db.Query(ctx, `
 		SELECT DISTINCT ON (w.chain_id, w.address, w.topic) r.workflow_name, r.generation, w.step_id
 		FROM rflow.waits w JOIN rflow.workflow_runs r ON r.id = w.run_id
-		WHERE w.status IN ('waiting', 'armed')
+		WHERE w.status IN ('waiting', 'armed') AND `+ns.filterWithRehearsals("r.workflow_name")+`
 		ORDER BY w.chain_id, w.address, w.topic, r.generation DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("live wait steps: %w", err)

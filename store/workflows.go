@@ -204,15 +204,19 @@ func GetWorkflow(ctx context.Context, db DBTX, name string) (*WorkflowRow, error
 	return &w, err
 }
 
-// ListWorkflows returns every deployed live workflow, by name: rehearsals
-// (see rehearsal.go) are not listed, so nothing live schedules, shows or
-// runs them.
-func ListWorkflows(ctx context.Context, db DBTX) ([]WorkflowRow, error) {
-	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows WHERE `+notRehearsal("name")+` ORDER BY name`)
+// ListWorkflows returns every deployed live workflow of ns, by name, under
+// its local name: rehearsals (see rehearsal.go) and other projects'
+// workflows are not listed, so nothing live schedules, shows or runs them.
+func ListWorkflows(ctx context.Context, db DBTX, ns Namespace) ([]WorkflowRow, error) {
+	rows, err := db.Query(ctx, `SELECT `+workflowColumns+` FROM rflow.workflows WHERE `+ns.filter("name")+` ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowRow, error) { return scanWorkflow(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowRow, error) { return scanWorkflow(r) })
+	for i := range out {
+		out[i].Name, _ = ns.Local(out[i].Name)
+	}
+	return out, err
 }
 
 // PausedByOperator is the reason SetWorkflowPaused records for a pause.
@@ -240,12 +244,13 @@ func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) e
 	return nil
 }
 
-// WorkflowGenerations maps every deployed live workflow to its current
-// generation: a cheap poll for "did any definition change". Rehearsals are
-// left out, so a live process never ingests a trigger for one, and so are
-// retired workflows, whose triggers stopped.
-func WorkflowGenerations(ctx context.Context, db DBTX) (map[string]int64, error) {
-	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE retired_at IS NULL AND `+notRehearsal("name"))
+// WorkflowGenerations maps every deployed live workflow of ns (by stored
+// name) to its current generation: a cheap poll for "did any definition
+// change". Rehearsals and other projects' workflows are left out, so a
+// live process never ingests a trigger for one, and so are retired
+// workflows, whose triggers stopped.
+func WorkflowGenerations(ctx context.Context, db DBTX, ns Namespace) (map[string]int64, error) {
+	rows, err := db.Query(ctx, `SELECT name, generation FROM rflow.workflows WHERE retired_at IS NULL AND `+ns.filter("name"))
 	if err != nil {
 		return nil, fmt.Errorf("workflow generations: %w", err)
 	}
@@ -289,12 +294,12 @@ func MarkDeployed(ctx context.Context, tx pgx.Tx, name string, source WorkflowSo
 	return nil
 }
 
-// FileWorkflows lists the live workflows a project file deployed and that
-// are not retired, by name.
-func FileWorkflows(ctx context.Context, db DBTX) ([]Deployed, error) {
+// FileWorkflows lists the live workflows of ns that its project file
+// deployed and that are not retired, by stored name.
+func FileWorkflows(ctx context.Context, db DBTX, ns Namespace) ([]Deployed, error) {
 	rows, err := db.Query(ctx, `
 		SELECT name, generation FROM rflow.workflows
-		WHERE source = 'file' AND retired_at IS NULL AND `+notRehearsal("name")+` ORDER BY name`)
+		WHERE source = 'file' AND retired_at IS NULL AND `+ns.filter("name")+` ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("workflows deployed from a file: %w", err)
 	}
@@ -305,15 +310,16 @@ func FileWorkflows(ctx context.Context, db DBTX) ([]Deployed, error) {
 	})
 }
 
-// RetireWorkflows retires the workflows a project file deployed that are
-// not in keep (the file's own): their triggers stop (WorkflowGenerations
-// leaves them out, the claim gate claims nothing for them), their runs in
-// flight finish on their generation. Workflows deployed through the API
-// are not touched. It returns the retired ones.
-func RetireWorkflows(ctx context.Context, tx pgx.Tx, keep []string) ([]Deployed, error) {
+// RetireWorkflows retires the workflows of ns that its project file
+// deployed and that are not in keep (the file's own, by stored name):
+// their triggers stop (WorkflowGenerations leaves them out, the claim gate
+// claims nothing for them), their runs in flight finish on their
+// generation. Workflows deployed through the API, and every other
+// project's, are not touched. It returns the retired ones.
+func RetireWorkflows(ctx context.Context, tx pgx.Tx, ns Namespace, keep []string) ([]Deployed, error) {
 	rows, err := tx.Query(ctx, `
 		UPDATE rflow.workflows SET retired_at = now(), updated_at = now()
-		WHERE source = 'file' AND retired_at IS NULL AND `+notRehearsal("name")+` AND NOT (name = ANY($1))
+		WHERE source = 'file' AND retired_at IS NULL AND `+ns.filter("name")+` AND NOT (name = ANY($1))
 		RETURNING name, generation`, keep)
 	if err != nil {
 		return nil, fmt.Errorf("retire workflows: %w", err)
