@@ -120,7 +120,8 @@ func Reconcile(ctx context.Context, q store.DBTX) (int64, error) {
 	return store.ReconcileBudgets(ctx, q)
 }
 
-// List returns every declared budget with its accounting in its window.
-func List(ctx context.Context, q store.DBTX) ([]store.BudgetUse, error) {
-	return store.BudgetUses(ctx, q)
+// List returns every budget the project ns declared with its accounting in
+// its window.
+func List(ctx context.Context, q store.DBTX, ns store.Namespace) ([]store.BudgetUse, error) {
+	return store.BudgetUses(ctx, q, ns)
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// Sync is what a start-up sync did.
+// Sync is what a start-up sync did, under the project's local workflow
+// names (as every Deployed the engine returns).
 type Sync struct {
 	// Deployed has one entry per workflow of the project file: deployed
 	// (Changed), already current, or skipped as superseded (Superseded).
@@ -76,7 +77,17 @@ func (e *Engine) SyncWorkflows(ctx context.Context) (Sync, error) {
 		slices.SortFunc(out.Others, func(a, b store.Deployed) int { return strings.Compare(a.Name, b.Name) })
 		return nil
 	})
+	e.local(out.Deployed)
+	e.local(out.Others)
+	e.local(out.Missing)
 	return out, err
+}
+
+// local renames ds to the project's local workflow names, for replies.
+func (e *Engine) local(ds []store.Deployed) {
+	for i := range ds {
+		ds[i].Name, _ = e.ns.Local(ds[i].Name)
+	}
 }
 
 // RetireMissing retires the workflows this project's file deployed that
@@ -88,7 +99,9 @@ func (e *Engine) RetireMissing(ctx context.Context, tx pgx.Tx) ([]store.Deployed
 	for _, wf := range e.project.Workflows {
 		keep = append(keep, e.ns.Qualify(wf.Name))
 	}
-	return store.RetireWorkflows(ctx, tx, e.ns, keep)
+	out, err := store.RetireWorkflows(ctx, tx, e.ns, keep)
+	e.local(out)
+	return out, err
 }
 
 // stored is wfs under their stored names (store.Namespace): what is
@@ -149,6 +162,7 @@ func (e *Engine) DeployWorkflows(ctx context.Context, tx pgx.Tx, names []string)
 		}
 		out = append(out, d)
 	}
+	e.local(out)
 	return out, nil
 }
 
@@ -172,6 +186,7 @@ func (e *Engine) DeployTx(ctx context.Context, tx pgx.Tx, name string, src []byt
 	if err != nil {
 		return d, err
 	}
+	d.Name = name
 	return d, store.MarkDeployed(ctx, tx, wf.Name, store.SourceAPI)
 }
 

@@ -75,7 +75,7 @@ type decisionRequest struct {
 
 func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.ApprovalFilter{Status: store.ApprovalStatus(q.Get("status")), Workflow: q.Get("workflow"), Limit: 100}
+	f := store.ApprovalFilter{Status: store.ApprovalStatus(q.Get("status")), Workflow: q.Get("workflow"), Limit: 100, Namespace: s.ns}
 	if f.Status != "" && !f.Status.Valid() {
 		writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query",
 			message: fmt.Sprintf("unknown approval status %q (pending, approved, rejected, expired or cancelled)", f.Status)})
@@ -108,6 +108,9 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ap, err := store.ApprovalByRef(r.Context(), s.pool, ref)
+	if err == nil {
+		err = s.ns.LocalApproval(ap)
+	}
 	if err != nil {
 		s.fail(w, r, approvalLookupError(err))
 		return
@@ -137,6 +140,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 			return 0, nil, aerr
 		}
 		ap, err := store.ApprovalByRef(ctx, tx, ref)
+		if err == nil {
+			err = s.ns.LocalApproval(ap)
+		}
 		if err != nil {
 			return 0, nil, approvalLookupError(err)
 		}
@@ -145,6 +151,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		if errors.As(err, &conflict) {
 			return 0, nil, &apiError{status: http.StatusConflict, code: "approval_conflict", message: conflict.Msg,
 				details: map[string]any{"approval": NewApproval(conflict.Approval)}}
+		}
+		if err == nil {
+			err = s.ns.LocalApproval(ap)
 		}
 		if err != nil {
 			return 0, nil, err

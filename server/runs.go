@@ -61,7 +61,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		if key == "" {
 			key = commandRunKey(cmd.Key)
 		}
-		id, created, err := s.engine.StartRunTx(ctx, tx, store.ManualClaim(name, key, req.Input))
+		id, created, err := s.engine.StartRunTx(ctx, tx, store.ManualClaim(s.ns.Qualify(name), key, req.Input))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -78,7 +78,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 // manual run of it, which skips a webhook's signature and fails an event
 // workflow's first read of `event`.
 func (s *Server) manualWorkflow(ctx context.Context, name string) error {
-	wf, err := s.engine.Workflow(ctx, name)
+	wf, err := s.engine.Workflow(ctx, s.ns.Qualify(name))
 	if errors.Is(err, store.ErrNotFound) {
 		return &apiError{status: http.StatusNotFound, code: "not_found",
 			message: fmt.Sprintf("no workflow %q is deployed (deploy it with PUT /v1/workflows/%s or rflow workflows deploy)", name, name)}
@@ -137,10 +137,18 @@ func queryLimit(q url.Values, limit *int) *apiError {
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: 50}
+	f := store.RunFilter{Workflow: q.Get("workflow"), Status: store.RunStatus(q.Get("status")), Limit: 50, Namespace: s.ns}
 	if aerr := queryLimit(q, &f.Limit); aerr != nil {
 		writeError(w, aerr)
 		return
+	}
+	if v := q.Get("all_projects"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, &apiError{status: http.StatusBadRequest, code: "bad_query", message: "all_projects must be true or false"})
+			return
+		}
+		f.AllProjects = b
 	}
 	if v := q.Get("compensated"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -202,6 +210,9 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := store.LoadRunDetail(r.Context(), s.pool, id)
+	if err == nil {
+		err = s.ns.LocalRun(d.Run)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -224,6 +235,9 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case err == nil && cmd.same(prev.RequestHash):
 			run, err := store.GetRun(ctx, tx, id, false)
+			if err == nil {
+				err = s.ns.LocalRun(run)
+			}
 			if err != nil {
 				return 0, nil, err
 			}
@@ -292,10 +306,16 @@ func (s *Server) actOnRun(ctx context.Context, tx pgx.Tx, id uuid.UUID, check fu
 	if err != nil {
 		return nil, err
 	}
+	if err := s.ns.LocalRun(run); err != nil {
+		return nil, err
+	}
 	if aerr := check(run); aerr != nil {
 		return nil, aerr
 	}
-	return act(ctx, tx, id)
+	if run, err = act(ctx, tx, id); err != nil {
+		return nil, err
+	}
+	return run, s.ns.LocalRun(run)
 }
 
 func runID(r *http.Request) (uuid.UUID, *apiError) {

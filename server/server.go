@@ -50,6 +50,11 @@ type Engine interface {
 	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
 	// Workflow returns the current compiled definition (for webhook secret/idempotency_key/ttl).
 	Workflow(ctx context.Context, name string) (*workflow.Workflow, error)
+	// Namespace is the project's share of the database: every name in a
+	// path, a query or a body is one of its local workflow names, and
+	// every name in a reply too (store.Namespace). The engine's methods
+	// take stored names, except DeployTx, which takes the local one.
+	Namespace() store.Namespace
 }
 
 // Defaults and limits of Config.
@@ -111,6 +116,7 @@ type Config struct {
 type Server struct {
 	pool      *pgxpool.Pool
 	engine    Engine
+	ns        store.Namespace
 	logger    *slog.Logger
 	keyring   *access.Keyring
 	proxies   *access.Proxies
@@ -143,7 +149,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: an engine is required")
 	}
 	s := &Server{
-		pool: cfg.Pool, engine: cfg.Engine, logger: cfg.Logger, keyring: access.NewKeyring(cfg.APIToken, cfg.Tokens),
+		pool: cfg.Pool, engine: cfg.Engine, ns: cfg.Engine.Namespace(), logger: cfg.Logger, keyring: access.NewKeyring(cfg.APIToken, cfg.Tokens),
 		proxies:   cfg.Proxies,
 		bodyLimit: cfg.BodyLimit, clientTTL: cfg.ClientTTL, autoTTL: cfg.AutoTTL,
 		readyStall: cfg.ReadyStall, watch: cfg.Watch, started: time.Now(),

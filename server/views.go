@@ -13,7 +13,10 @@ import (
 // API's own type, mapped from store.Run, so a column change in the store is
 // not an API change: change this only together with docs/openapi.yaml.
 type Run struct {
-	ID          uuid.UUID       `json:"id"`
+	ID uuid.UUID `json:"id"`
+	// Project is the run's project, in listings of every project only
+	// (GET /v1/runs?all_projects=true, runs list --all-projects).
+	Project     string          `json:"project,omitempty"`
 	Workflow    string          `json:"workflow"`
 	Generation  int64           `json:"generation"`
 	Attempt     int             `json:"attempt"`
@@ -39,7 +42,7 @@ func NewRun(r *store.Run) *Run {
 		return nil
 	}
 	return &Run{
-		ID: r.ID, Workflow: r.Workflow, Generation: r.Generation, Attempt: r.Attempt,
+		ID: r.ID, Project: r.Project, Workflow: r.Workflow, Generation: r.Generation, Attempt: r.Attempt,
 		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: r.Trigger, Status: string(r.Status),
 		Position: r.Position, Error: r.Error, FailedStep: r.FailedStep, ChainID: r.ChainID, BlockNumber: r.BlockNumber,
 		OrphanedAt: r.OrphanedAt, WakeAt: r.WakeAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,

@@ -51,7 +51,7 @@ type webhookResponse struct {
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := r.PathValue("workflow")
-	wf, err := s.engine.Workflow(ctx, name)
+	wf, err := s.engine.Workflow(ctx, s.ns.Qualify(name))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && wf.Trigger.Webhook == nil) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: "not_found",
 			message: fmt.Sprintf("no workflow %q with a webhook trigger is deployed", name)})
@@ -107,7 +107,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("webhook %s: encode payload: %w", name, err))
 		return
 	}
-	claim := store.Claim{Workflow: name, TriggerKind: trigger.Webhook, Trigger: payload}
+	claim := store.Claim{Workflow: s.ns.Qualify(name), TriggerKind: trigger.Webhook, Trigger: payload}
 
 	if hook.IdempotencyKey == nil {
 		claim.TriggerKey = uuid.NewString()
@@ -177,7 +177,8 @@ func (s *Server) startWebhookRun(w http.ResponseWriter, r *http.Request, c store
 		s.fail(w, r, err)
 		return
 	}
-	resp := webhookResponse{RunID: id, Workflow: c.Workflow, Duplicate: !created, AtLeastOnce: key == ""}
+	local, _ := s.ns.Local(c.Workflow)
+	resp := webhookResponse{RunID: id, Workflow: local, Duplicate: !created, AtLeastOnce: key == ""}
 	b, err := json.Marshal(resp)
 	if err != nil {
 		s.fail(w, r, err)

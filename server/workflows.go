@@ -28,7 +28,7 @@ func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
 		// replay the ledger forgot answers with what it deployed then
 		// (never redeploying an old definition over a newer one), and the
 		// key with another definition is still a conflict.
-		prev, err := store.DeployByCommand(ctx, tx, name, cmd.Key)
+		prev, err := store.DeployByCommand(ctx, tx, s.ns.Qualify(name), cmd.Key)
 		switch {
 		case err == nil && cmd.same(prev.RequestHash):
 			return http.StatusOK, prev.Deployed, nil
@@ -42,7 +42,7 @@ func (s *Server) deployWorkflow(w http.ResponseWriter, r *http.Request) {
 		d, err := s.engine.DeployTx(ctx, tx, name, cmd.Body)
 		if err == nil {
 			err = store.RecordDeployCommand(ctx, tx, store.DeployCommand{
-				Workflow: name, Key: cmd.Key, RequestHash: cmd.Hash, Deployed: d})
+				Workflow: s.ns.Qualify(name), Key: cmd.Key, RequestHash: cmd.Hash, Deployed: d})
 		}
 		if err == nil {
 			return http.StatusOK, d, nil
@@ -93,7 +93,7 @@ type workflowResponse struct {
 }
 
 func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
-	rows, err := store.ListWorkflows(r.Context(), s.pool)
+	rows, err := store.ListWorkflows(r.Context(), s.pool, s.ns)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -106,7 +106,7 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
-	row, err := store.GetWorkflow(r.Context(), s.pool, r.PathValue("name"))
+	row, err := s.workflowRow(r.Context(), s.pool, r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -120,10 +120,10 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pauseWorkflow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
-		if err := store.SetWorkflowPaused(ctx, tx, name, true); err != nil {
+		if err := store.SetWorkflowPaused(ctx, tx, s.ns.Qualify(name), true); err != nil {
 			return 0, nil, err
 		}
-		row, err := store.GetWorkflow(ctx, tx, name)
+		row, err := s.workflowRow(ctx, tx, name)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -134,14 +134,24 @@ func (s *Server) pauseWorkflow(w http.ResponseWriter, r *http.Request) {
 func (s *Server) resumeWorkflow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
-		n, err := s.engine.ResumeWorkflowTx(ctx, tx, name)
+		n, err := s.engine.ResumeWorkflowTx(ctx, tx, s.ns.Qualify(name))
 		if err != nil {
 			return 0, nil, err
 		}
-		row, err := store.GetWorkflow(ctx, tx, name)
+		row, err := s.workflowRow(ctx, tx, name)
 		if err != nil {
 			return 0, nil, err
 		}
 		return http.StatusOK, workflowResponse{Workflow: NewWorkflow(row), Started: &n}, nil
 	})
+}
+
+// workflowRow reads the project's workflow local, under that name.
+func (s *Server) workflowRow(ctx context.Context, db store.DBTX, local string) (*store.WorkflowRow, error) {
+	row, err := store.GetWorkflow(ctx, db, s.ns.Qualify(local))
+	if err != nil {
+		return nil, err
+	}
+	row.Name = local
+	return row, nil
 }

@@ -192,6 +192,9 @@ type ApprovalFilter struct {
 	// Rehearsals includes the gates of replays and tests, which are hidden
 	// (like their runs) unless asked for here or named by Workflow or RunID.
 	Rehearsals bool
+	// Namespace is the project whose gates are listed (Workflow is one of
+	// its local names), under its local workflow names.
+	Namespace Namespace
 }
 
 // ListApprovals returns approvals, newest first.
@@ -200,9 +203,16 @@ func ListApprovals(ctx context.Context, db DBTX, f ApprovalFilter) ([]*Approval,
 	if limit <= 0 {
 		limit = 100
 	}
-	live := "true"
-	if f.Workflow == "" && f.RunID == uuid.Nil && !f.Rehearsals {
-		live = notRehearsal("workflow_name")
+	live := "true" // one run's gates: its reader checked the run is its project's
+	switch {
+	case f.RunID != uuid.Nil:
+	case f.Workflow == "" && !f.Rehearsals:
+		live = f.Namespace.filter("workflow_name")
+	default:
+		live = f.Namespace.filterWithRehearsals("workflow_name")
+	}
+	if f.Workflow != "" && !IsRehearsal(f.Workflow) {
+		f.Workflow = f.Namespace.Qualify(f.Workflow)
 	}
 	out, err := collectApprovals(db.Query(ctx, `SELECT `+approvalColumns+` FROM rflow.approvals
 		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR workflow_name = $2) AND ($3::uuid IS NULL OR run_id = $3) AND `+live+`
@@ -210,6 +220,13 @@ func ListApprovals(ctx context.Context, db DBTX, f ApprovalFilter) ([]*Approval,
 		string(f.Status), f.Workflow, nullUUID(f.RunID), limit))
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
+	}
+	for _, ap := range out {
+		if f.RunID != uuid.Nil && !IsRehearsal(ap.Workflow) {
+			_, ap.Workflow = ProjectOf(ap.Workflow)
+			continue
+		}
+		ap.Workflow, _ = f.Namespace.Local(ap.Workflow)
 	}
 	return out, nil
 }

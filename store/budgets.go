@@ -159,9 +159,9 @@ WHERE (r.external_id, r.asset) = (j.external_id, j.asset) AND j.verdict <> j.sta
 	return tag.RowsAffected(), nil
 }
 
-// BudgetUses lists every declared budget with its accounting inside its
-// window, by workflow and name.
-func BudgetUses(ctx context.Context, q DBTX) ([]BudgetUse, error) {
+// BudgetUses lists every budget ns (and its rehearsals) declared with its
+// accounting inside its window, by workflow (its local name) and name.
+func BudgetUses(ctx context.Context, q DBTX, ns Namespace) ([]BudgetUse, error) {
 	rows, err := q.Query(ctx, `
 SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch FROM b.span)::float8,
     coalesce(sum(r.amount) FILTER (WHERE r.status = 'reserved'), 0)::text,
@@ -169,6 +169,7 @@ SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch 
 FROM rflow.budgets b
 LEFT JOIN rflow.budget_reservations r ON (r.workflow_name, r.budget, r.asset) = (b.workflow_name, b.name, b.asset)
     AND r.status <> 'released' AND r.reserved_at > now() - b.span
+WHERE `+ns.filterWithRehearsals("b.workflow_name")+`
 GROUP BY b.workflow_name, b.name, b.asset
 ORDER BY b.workflow_name, b.name, b.asset`)
 	if err != nil {
@@ -181,6 +182,7 @@ ORDER BY b.workflow_name, b.name, b.asset`)
 		if err := row.Scan(&u.Workflow, &u.Name, &u.Asset, &capS, &u.CapText, &secs, &res, &spent); err != nil {
 			return u, err
 		}
+		u.Workflow, _ = ns.Local(u.Workflow)
 		u.Window = time.Duration(secs * float64(time.Second))
 		u.Cap, _ = new(big.Int).SetString(capS, 10)
 		u.Reserved, _ = new(big.Int).SetString(res, 10)

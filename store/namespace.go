@@ -120,6 +120,19 @@ func (ns Namespace) LocalRun(run *Run) error {
 	return nil
 }
 
+// LocalApproval is LocalRun for an approval gate read by id.
+func (ns Namespace) LocalApproval(ap *Approval) error {
+	if IsRehearsal(ap.Workflow) {
+		return nil
+	}
+	local, ok := ns.Local(ap.Workflow)
+	if !ok {
+		return fmt.Errorf("approval %s is not one of %s's: %w", ap.ID, ns.Describe(), ErrNotFound)
+	}
+	ap.Workflow = local
+	return nil
+}
+
 // Describe names the namespace for messages.
 func (ns Namespace) Describe() string {
 	switch {

@@ -96,6 +96,9 @@ func approvalsList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if f.Namespace, err = readNamespace(c.Context, db.Pool, fileProjectName(c)); err != nil {
+		return err
+	}
 	aps, err := store.ListApprovals(c.Context, db.Pool, f)
 	if err != nil {
 		return err
@@ -146,11 +149,16 @@ func decide(c *cli.Context, approve bool) error {
 	var ap *store.Approval
 	err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
 		found, err := store.ApprovalByRef(c.Context, tx, arg)
+		if err == nil {
+			err = e.Namespace().LocalApproval(found) // another project's gate is not found
+		}
 		if err != nil {
 			return err
 		}
-		ap, err = e.DecideApprovalTx(c.Context, tx, found.ID, store.ApprovalDecision{Approve: approve, By: by, Reason: c.String("reason")})
-		return err
+		if ap, err = e.DecideApprovalTx(c.Context, tx, found.ID, store.ApprovalDecision{Approve: approve, By: by, Reason: c.String("reason")}); err != nil {
+			return err
+		}
+		return e.Namespace().LocalApproval(ap)
 	})
 	var conflict *store.ApprovalConflictError
 	var amb *store.AmbiguousShortIDError

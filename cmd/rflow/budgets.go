@@ -40,7 +40,11 @@ func budgetsCommand() *cli.Command {
 					return err
 				}
 				defer db.Close()
-				uses, err := budgets.List(c.Context, db.Pool)
+				ns, err := readNamespace(c.Context, db.Pool, fileProjectName(c))
+				if err != nil {
+					return err
+				}
+				uses, err := budgets.List(c.Context, db.Pool, ns)
 				if err != nil {
 					return err
 				}

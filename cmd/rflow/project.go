@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -42,5 +44,24 @@ func projectName(c *cli.Context) string {
 	if err != nil || name == "" {
 		return "default"
 	}
+	return name
+}
+
+// readNamespace is the project's namespace in the database for a command
+// that only reads (or acts on rows that are there): it registers nothing,
+// so `runs list` of a project that never started cannot make it the
+// database's home project. project is rflow.yaml's name: ("" when unset).
+func readNamespace(ctx context.Context, db store.DBTX, project string) (store.Namespace, error) {
+	ns, err := store.LookupNamespace(ctx, db, project)
+	if err != nil {
+		return ns, noSchema(err)
+	}
+	return ns, nil
+}
+
+// fileProjectName is rflow.yaml's name: as the file has it ("" when it has
+// none or cannot be read: the loader then says why, where it matters).
+func fileProjectName(c *cli.Context) string {
+	name, _ := workflow.ProjectName(c.String("config"), nil)
 	return name
 }

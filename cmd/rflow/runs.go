@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,7 @@ func runsCommand() *cli.Command {
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: "at most this many runs"},
 					&cli.StringFlag{Name: "after", Usage: "the page after this cursor (next_cursor of -o json; a run id)"},
 					&cli.BoolFlag{Name: "all", Usage: "every run, page by page (no --limit)"},
+					&cli.BoolFlag{Name: "all-projects", Usage: "the runs of every project on the database, each with its project (default: this project's)"},
 				},
 				Action: runsList,
 			},
@@ -119,7 +121,7 @@ func runsList(c *cli.Context) error {
 		return err
 	}
 	f := store.RunFilter{Workflow: c.String("workflow"), Status: store.RunStatus(c.String("status")), Limit: c.Int("limit"),
-		Rehearsals: c.Bool("rehearsals"), Compensated: c.Bool("compensated")}
+		Rehearsals: c.Bool("rehearsals"), Compensated: c.Bool("compensated"), AllProjects: c.Bool("all-projects")}
 	if c.Bool("failed") {
 		if f.Status != "" && f.Status != store.RunFailed {
 			return usagef("--failed and --status %s contradict each other", f.Status)
@@ -154,6 +156,9 @@ func runsList(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if f.Namespace, err = readNamespace(c.Context, db.Pool, fileProjectName(c)); err != nil {
+		return err
+	}
 	var table *tabwriter.Writer
 	out := runList{Runs: []*server.Run{}}
 	for {
@@ -171,9 +176,12 @@ func runsList(c *cli.Context) error {
 			// A person's table streams, page by page.
 			if table == nil {
 				table = tabwriter.NewWriter(c.App.Writer, 0, 2, 2, ' ', 0)
+				if f.AllProjects {
+					fmt.Fprint(table, "PROJECT\t")
+				}
 				fmt.Fprintln(table, "ID\tWORKFLOW\tSTATUS\tTRIGGER\tCREATED\tERROR")
 			}
-			printRuns(table, runs)
+			printRuns(table, runs, f.AllProjects)
 		}
 		if !all || out.NextCursor == nil {
 			break
@@ -190,11 +198,14 @@ func runsList(c *cli.Context) error {
 	return err
 }
 
-func printRuns(w *tabwriter.Writer, runs []*store.Run) {
+func printRuns(w *tabwriter.Writer, runs []*store.Run, withProject bool) {
 	for _, r := range runs {
 		errText := ""
 		if r.Error != nil {
 			errText = oneLine(*r.Error, 60)
+		}
+		if withProject {
+			fmt.Fprintf(w, "%s\t", cmp.Or(r.Project, "-"))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Workflow, r.Status, oneLine(r.TriggerKey, 40),
 			r.CreatedAt.UTC().Format(time.RFC3339), errText)
@@ -229,6 +240,9 @@ func runsShow(c *cli.Context) error {
 		return err
 	}
 	d, err := store.LoadRunDetail(c.Context, db.Pool, id)
+	if err == nil {
+		err = readLocalRun(c, db.Pool, d.Run)
+	}
 	if err != nil {
 		return notFound(err)
 	}
@@ -328,8 +342,18 @@ func mutateRun(c *cli.Context, verb string, withEngine bool, fn func(context.Con
 	}
 	var run *store.Run
 	err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
-		run, err = fn(c.Context, e, tx, id)
-		return err
+		// Another project's run is not found: a project never retries
+		// or cancels another's.
+		if run, err = store.GetRun(c.Context, tx, id, false); err != nil {
+			return err
+		}
+		if err := readLocalRun(c, tx, run); err != nil {
+			return err
+		}
+		if run, err = fn(c.Context, e, tx, id); err != nil {
+			return err
+		}
+		return readLocalRun(c, tx, run)
 	})
 	if err != nil {
 		return notFound(err)
@@ -360,7 +384,12 @@ func openOperatorEngine(c *cli.Context) (*jobs.Engine, *database, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := jobs.NewEngine(jobs.Config{Pool: db.Pool, Project: project})
+	ns, err := readNamespace(c.Context, db.Pool, project.Name)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	e, err := jobs.NewEngine(jobs.Config{Pool: db.Pool, Project: project, Namespace: ns})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -448,7 +477,7 @@ func runCommand() *cli.Command {
 			if err := checkRunTrigger(w, c.IsSet("event"), c.IsSet("input")); err != nil {
 				return err
 			}
-			claim := store.ManualClaim(name, key, input)
+			claim := store.ManualClaim(name, key, input) // the local name: qualified below
 			if w.Trigger.Kind == trigger.Event {
 				if claim, err = syntheticEventClaim(project, w, c.String("event"), key); err != nil {
 					return err
@@ -464,6 +493,7 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			claim.Workflow = e.Namespace().Qualify(claim.Workflow)
 			var id uuid.UUID
 			var created bool
 			err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
@@ -509,4 +539,14 @@ func joinStatuses(ss []store.RunStatus) string {
 		out[i] = string(s)
 	}
 	return strings.Join(out, ", ")
+}
+
+// readLocalRun shows run, read by id, as one of this project's
+// (store.Namespace.LocalRun): another project's run is not found.
+func readLocalRun(c *cli.Context, db store.DBTX, run *store.Run) error {
+	ns, err := readNamespace(c.Context, db, fileProjectName(c))
+	if err != nil {
+		return err
+	}
+	return ns.LocalRun(run)
 }

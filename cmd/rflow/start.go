@@ -239,8 +239,14 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
 		return nil, err
 	}
+	// The project's share of the database: registered here, by the
+	// commands that deploy and run it, never by those that only read.
+	ns, err := store.RegisterProject(ctx, o.db.Pool, o.project.Name)
+	if err != nil {
+		return nil, err
+	}
 	return jobs.NewEngine(jobs.Config{
-		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
+		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Namespace: ns, Logger: o.logger, Backends: backends,
 		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
 		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware,
 	})

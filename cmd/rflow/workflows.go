@@ -28,7 +28,11 @@ func workflowsCommand() *cli.Command {
 						return err
 					}
 					defer db.Close()
-					wfs, err := store.ListWorkflows(c.Context, db.Pool)
+					ns, err := readNamespace(c.Context, db.Pool, fileProjectName(c))
+					if err != nil {
+						return err
+					}
+					wfs, err := store.ListWorkflows(c.Context, db.Pool, ns)
 					if err != nil {
 						return err
 					}
@@ -69,7 +73,11 @@ func workflowsCommand() *cli.Command {
 						return err
 					}
 					defer db.Close()
-					if err := store.SetWorkflowPaused(c.Context, db.Pool, c.Args().First(), true); err != nil {
+					ns, err := readNamespace(c.Context, db.Pool, fileProjectName(c))
+					if err != nil {
+						return err
+					}
+					if err := store.SetWorkflowPaused(c.Context, db.Pool, ns.Qualify(c.Args().First()), true); err != nil {
 						return notFound(err)
 					}
 					fmt.Fprintf(c.App.Writer, "workflow %s paused\n", c.Args().First())
@@ -90,7 +98,7 @@ func workflowsCommand() *cli.Command {
 					defer db.Close()
 					var n int
 					err = pgx.BeginFunc(c.Context, db.Pool, func(tx pgx.Tx) error {
-						n, err = e.ResumeWorkflowTx(c.Context, tx, c.Args().First())
+						n, err = e.ResumeWorkflowTx(c.Context, tx, e.Namespace().Qualify(c.Args().First()))
 						return err
 					})
 					if err != nil {

@@ -103,14 +103,14 @@ func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, 
 // so a double submit changes nothing twice.
 func (c *Console) pause(w http.ResponseWriter, r *http.Request, sess *session) {
 	c.setPaused(w, r, sess, func(name string) error {
-		return store.SetWorkflowPaused(r.Context(), c.cfg.Pool, name, true)
+		return store.SetWorkflowPaused(r.Context(), c.cfg.Pool, c.cfg.Engine.Namespace().Qualify(name), true)
 	})
 }
 
 func (c *Console) resume(w http.ResponseWriter, r *http.Request, sess *session) {
 	c.setPaused(w, r, sess, func(name string) error {
 		return pgx.BeginFunc(r.Context(), c.cfg.Pool, func(tx pgx.Tx) error {
-			_, err := c.cfg.Engine.ResumeWorkflowTx(r.Context(), tx, name)
+			_, err := c.cfg.Engine.ResumeWorkflowTx(r.Context(), tx, c.cfg.Engine.Namespace().Qualify(name))
 			return err
 		})
 	})

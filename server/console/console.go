@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/server/access"
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -51,6 +52,9 @@ type Engine interface {
 	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed
 	// while it was paused, in tx (what `rflow workflows resume` does).
 	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
+	// Namespace is the project's share of the database: the console shows
+	// and acts on its workflows only, under their local names.
+	Namespace() store.Namespace
 }
 
 // Config configures a Console.

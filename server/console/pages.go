@@ -49,12 +49,13 @@ func (c *Console) listPage(w http.ResponseWriter, r *http.Request, sess *session
 		}
 		f.Before = &id
 	}
+	f.Namespace = c.cfg.Engine.Namespace()
 	runs, err := store.ListRuns(r.Context(), c.cfg.Pool, f)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
 	}
-	wfs, err := store.ListWorkflows(r.Context(), c.cfg.Pool)
+	wfs, err := store.ListWorkflows(r.Context(), c.cfg.Pool, c.cfg.Engine.Namespace())
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
@@ -100,6 +101,9 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 		return
 	}
 	d, err := store.LoadRunDetail(r.Context(), c.cfg.Pool, id)
+	if err == nil {
+		err = c.cfg.Engine.Namespace().LocalRun(d.Run)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		c.render(w, r, http.StatusNotFound, "error", sess, view{"Message": "There is no run " + id.String() + "."})
 		return
@@ -175,7 +179,7 @@ func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, sess *se
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "Unknown approval status " + strconv.Quote(string(status)) + "."})
 		return
 	}
-	aps, err := store.ListApprovals(r.Context(), c.cfg.Pool, store.ApprovalFilter{Status: status, Limit: pageSize})
+	aps, err := store.ListApprovals(r.Context(), c.cfg.Pool, store.ApprovalFilter{Status: status, Limit: pageSize, Namespace: c.cfg.Engine.Namespace()})
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
@@ -199,7 +203,7 @@ func sendExternalID(s *store.StepRun) string {
 }
 
 func (c *Console) workflowsPage(w http.ResponseWriter, r *http.Request, sess *session) {
-	wfs, err := store.ListWorkflows(r.Context(), c.cfg.Pool)
+	wfs, err := store.ListWorkflows(r.Context(), c.cfg.Pool, c.cfg.Engine.Namespace())
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
