@@ -246,7 +246,7 @@ func scaleQueries(b *testing.B, pool *pgxpool.Pool) []scaleQuery {
 			return err
 		}},
 		{"console workflows (and every list page)", func(ctx context.Context) error {
-			_, err := store.ListWorkflows(ctx, pool)
+			_, err := store.ListWorkflows(ctx, pool, store.Namespace{})
 			return err
 		}},
 	}

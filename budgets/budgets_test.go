@@ -115,7 +115,7 @@ func TestReconcile(t *testing.T) {
 
 func use(t *testing.T, pool *pgxpool.Pool) store.BudgetUse {
 	t.Helper()
-	uses, err := budgets.List(context.Background(), pool)
+	uses, err := budgets.List(context.Background(), pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Len(t, uses, 1)
 	return uses[0]

@@ -68,7 +68,7 @@ func budgetBundle(t *testing.T, key int) (*testBundle, *anviltest.Node, common.A
 
 func budgetUse(t *testing.T, pool *pgxpool.Pool, wf string) store.BudgetUse {
 	t.Helper()
-	uses, err := budgets.List(context.Background(), pool)
+	uses, err := budgets.List(context.Background(), pool, store.Namespace{})
 	require.NoError(t, err)
 	for _, u := range uses {
 		if u.Workflow == wf {

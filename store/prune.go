@@ -19,8 +19,12 @@ type PruneFilter struct {
 	// RunCancelled and, only when asked for, RunFailed (the DLQ). Any other
 	// status is refused.
 	Statuses []RunStatus
-	// Workflow, when set, limits pruning to one workflow.
+	// Workflow, when set, limits pruning to one workflow (a local name of
+	// Namespace's).
 	Workflow string
+	// Namespace is the project whose runs (and rehearsals' runs) are
+	// pruned: never another project's.
+	Namespace Namespace
 	// Batch is how many runs one transaction deletes (default 500).
 	Batch int
 }
@@ -66,14 +70,25 @@ const jobOfRun = `(j.args @> jsonb_build_object('run_id', r.id) OR j.args ? r.id
 //   - a run a River job is still working (it is pruned on a later pass);
 //   - the newest tick of each cron workflow, from which a restart with
 //     catch_up resumes its schedule.
-const prunable = `
+func (f *PruneFilter) prunable() string {
+	return `
 	FROM rflow.workflow_runs r
 	WHERE r.status = ANY($1) AND r.finished_at < $2 AND ($3 = '' OR r.workflow_name = $3)
+	  AND ` + f.Namespace.filterWithRehearsals("r.workflow_name") + `
 	  AND NOT EXISTS (SELECT 1 FROM river.river_job j
 	                  WHERE ` + jobOfRun + ` AND j.state = 'running')
 	  AND NOT (r.trigger_kind = 'cron' AND r.trigger_key = (
 	      SELECT max(c.trigger_key) FROM rflow.workflow_runs c
 	      WHERE c.workflow_name = r.workflow_name AND c.trigger_kind = 'cron'))`
+}
+
+// workflow is the stored name of f.Workflow ("" for every workflow).
+func (f *PruneFilter) workflow() string {
+	if f.Workflow == "" || IsRehearsal(f.Workflow) {
+		return f.Workflow
+	}
+	return f.Namespace.Qualify(f.Workflow)
+}
 
 // PruneRuns deletes the runs f selects, with their step journal (and
 // whatever else references them by cascade) and the River job rows left
@@ -95,7 +110,7 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 		var n int64
 		err := pool.QueryRow(ctx, `
 			WITH victims AS (
-				SELECT r.id, r.workflow_name, r.trigger_key `+prunable+`
+				SELECT r.id, r.workflow_name, r.trigger_key `+f.prunable()+`
 				ORDER BY r.finished_at
 				LIMIT $4
 				FOR UPDATE OF r SKIP LOCKED
@@ -111,7 +126,7 @@ func PruneRuns(ctx context.Context, pool *pgxpool.Pool, f PruneFilter) (int64, e
 			), runs AS (
 				DELETE FROM rflow.workflow_runs r USING victims v WHERE r.id = v.id RETURNING 1
 			)
-			SELECT count(*) FROM runs`, f.statusText(), f.FinishedBefore, f.Workflow, f.Batch).Scan(&n)
+			SELECT count(*) FROM runs`, f.statusText(), f.FinishedBefore, f.workflow(), f.Batch).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("prune runs: %w", err)
 		}
@@ -128,7 +143,7 @@ func CountPrunable(ctx context.Context, db DBTX, f PruneFilter) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := db.QueryRow(ctx, `SELECT count(*) `+prunable, f.statusText(), f.FinishedBefore, f.Workflow).Scan(&n)
+	err := db.QueryRow(ctx, `SELECT count(*) `+f.prunable(), f.statusText(), f.FinishedBefore, f.workflow()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count prunable runs: %w", err)
 	}

@@ -117,10 +117,10 @@ func TestPruneRehearsals(t *testing.T) {
 	runs, err = store.ListRuns(ctx, f.pool, store.RunFilter{Workflow: tst.Name()})
 	require.NoError(t, err)
 	require.Len(t, runs, 5)
-	wfs, err := store.ListWorkflows(ctx, f.pool)
+	wfs, err := store.ListWorkflows(ctx, f.pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Len(t, wfs, 2)
-	gens, err := store.WorkflowGenerations(ctx, f.pool)
+	gens, err := store.WorkflowGenerations(ctx, f.pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Len(t, gens, 2)
 }
@@ -155,11 +155,11 @@ func TestRehearsalNamespace(t *testing.T) {
 		return err
 	}))
 
-	wfs, err := store.ListWorkflows(ctx, pool)
+	wfs, err := store.ListWorkflows(ctx, pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Len(t, wfs, 1)
 	require.Equal(t, "wf", wfs[0].Name)
-	gens, err := store.WorkflowGenerations(ctx, pool)
+	gens, err := store.WorkflowGenerations(ctx, pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"wf": 1}, gens)
 	// Throttled runs are listed for every engine; each releases only the

@@ -65,7 +65,7 @@ func TestSyncNeverRollsBack(t *testing.T) {
 
 	// A spec never deployed is still deployed by a start.
 	require.Equal(t, store.Deployed{Name: "wf", Generation: 4, Changed: true, Previous: 3}, sync("newest"))
-	gens, err := store.WorkflowGenerations(ctx, pool)
+	gens, err := store.WorkflowGenerations(ctx, pool, store.Namespace{})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"wf": 4}, gens)
 }

@@ -125,11 +125,11 @@ func (v *devView) follow(ctx context.Context, pool *pgxpool.Pool) (ready func(*j
 	started := time.Now()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	ready = func(*jobs.Engine) {
+	ready = func(e *jobs.Engine) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v.watch(watchCtx, pool, started)
+			v.watch(watchCtx, pool, e.Namespace(), started)
 			if ctx.Err() != nil {
 				v.printf("%s stopping: no new runs; waiting for steps in flight (Ctrl-C again to exit at once)", v.stamp(time.Now()))
 			}
@@ -217,12 +217,12 @@ type watchedRun struct {
 
 // watch polls the journal every 300ms and prints what changed, until ctx
 // ends. Only runs claimed since the view started are shown.
-func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, since time.Time) {
+func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, ns store.Namespace, since time.Time) {
 	seen := map[uuid.UUID]*watchedRun{}
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := v.poll(ctx, pool, since, seen); err != nil && ctx.Err() == nil {
+		if err := v.poll(ctx, pool, ns, since, seen); err != nil && ctx.Err() == nil {
 			v.printf("%s live view: %v", v.stamp(time.Now()), err)
 		}
 		select {
@@ -233,8 +233,8 @@ func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, since time.Time
 	}
 }
 
-func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, since time.Time, seen map[uuid.UUID]*watchedRun) error {
-	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 100})
+func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, ns store.Namespace, since time.Time, seen map[uuid.UUID]*watchedRun) error {
+	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 100, Namespace: ns})
 	if err != nil {
 		return err
 	}

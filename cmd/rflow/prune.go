@@ -82,6 +82,9 @@ func runsPrune(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if f.Namespace, err = readNamespace(c.Context, db.Pool, fileProjectName(c)); err != nil {
+		return err
+	}
 	res := pruneResult{DryRun: c.Bool("dry-run"), FinishedBefore: f.FinishedBefore.UTC(), Statuses: f.Statuses, Workflow: f.Workflow}
 	if res.DryRun {
 		res.Runs, err = store.CountPrunable(c.Context, db.Pool, f)

@@ -66,7 +66,12 @@ func (w *projectWatch) reload(ctx context.Context, changed []string) {
 	}
 	// An engine that is never started deploys, as `rflow workflows deploy`
 	// does; the running engine picks the new generations up for new runs.
-	e, err := jobs.NewEngine(jobs.Config{Pool: w.pool, Project: p})
+	ns, err := store.LookupNamespace(ctx, w.pool, p.Name)
+	if err != nil {
+		w.view.reloadFailed(what, err)
+		return
+	}
+	e, err := jobs.NewEngine(jobs.Config{Pool: w.pool, Project: p, Namespace: ns})
 	if err != nil {
 		w.view.reloadFailed(what, err)
 		return

@@ -132,6 +132,14 @@ func replay(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	// The rehearsal is of the project's own workflow (its live budgets,
+	// with --live-sends); a replay registers no project.
+	ns, err := readNamespace(c.Context, db.Pool, project.Name)
+	if err != nil {
+		return err
+	}
+	r.Workflow = ns.Qualify(name)
+	sum.Rehearsal = r.Name()
 	backends, release, err := jobs.DialBackends(c.Context, project, logger)
 	if err != nil {
 		return err
@@ -139,7 +147,7 @@ func replay(c *cli.Context) error {
 	defer release()
 	engine, err := jobs.NewEngine(jobs.Config{
 		Pool: db.Pool, URL: db.URL, Project: project, Logger: logger, Backends: backends, Workers: c.Int("workers"),
-		Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: sum.DryRun,
+		Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: sum.DryRun, Namespace: ns,
 		Rehearsal: &jobs.Rehearsal{Rehearsal: r, SkipHTTP: sum.SkipHTTP},
 	})
 	if err != nil {
