@@ -195,6 +195,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if e.observer == nil {
 		e.observer = nopObserver{}
 	}
+	if !e.ns.Home() {
+		e.observer = localObserver{Observer: e.observer, ns: e.ns}
+	}
 	e.rescueAfter = max(cmp.Or(cfg.RescueAfter, defaultRescueAfter), e.longestStepJob(cfg.Project)+e.jobTimeout)
 	if e.logger == nil {
 		e.logger = slog.New(slog.DiscardHandler)

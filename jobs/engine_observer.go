@@ -27,6 +27,26 @@ type Observer interface {
 	RunRepaired(workflow string)
 }
 
+// localObserver tells its Observer the project's local workflow names, as
+// every label rflow shows has them.
+type localObserver struct {
+	Observer
+	ns store.Namespace
+}
+
+func (o localObserver) RunsClaimed(workflow, kind string, n int) {
+	o.Observer.RunsClaimed(o.local(workflow), kind, n)
+}
+func (o localObserver) RunFinished(workflow, status string) {
+	o.Observer.RunFinished(o.local(workflow), status)
+}
+func (o localObserver) RunRepaired(workflow string) { o.Observer.RunRepaired(o.local(workflow)) }
+
+func (o localObserver) local(workflow string) string {
+	local, _ := o.ns.Local(workflow)
+	return local
+}
+
 // nopObserver is the engine's Observer when Config.Observer is nil.
 type nopObserver struct{}
 

@@ -34,6 +34,9 @@ const scrapeTimeout = 5 * time.Second
 type Config struct {
 	Pool   *pgxpool.Pool
 	Logger *slog.Logger
+	// Namespace is the project the database gauges count (runs, the dead
+	// letter queue), under its local workflow names.
+	Namespace store.Namespace
 	// CacheTTL is how long a database snapshot is reused (DefaultCacheTTL
 	// when zero).
 	CacheTTL time.Duration
@@ -115,6 +118,7 @@ func (m *Metrics) RunRepaired(workflow string) {
 // snapshot, taken at most once per TTL whatever the number of scrapers.
 type dbCollector struct {
 	pool   *pgxpool.Pool
+	ns     store.Namespace
 	logger *slog.Logger
 	ttl    time.Duration
 
@@ -128,7 +132,7 @@ type dbCollector struct {
 }
 
 func newDBCollector(cfg Config) *dbCollector {
-	c := &dbCollector{pool: cfg.Pool, logger: cfg.Logger, ttl: cfg.CacheTTL}
+	c := &dbCollector{pool: cfg.Pool, ns: cfg.Namespace, logger: cfg.Logger, ttl: cfg.CacheTTL}
 	if c.ttl <= 0 {
 		c.ttl = DefaultCacheTTL
 	}
@@ -170,7 +174,7 @@ func (c *dbCollector) snapshot() (*store.Gauges, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	g, err := store.ReadGauges(ctx, c.pool)
+	g, err := store.ReadGauges(ctx, c.pool, c.ns)
 	if err != nil {
 		return nil, err
 	}

@@ -80,10 +80,11 @@ type CursorLag struct {
 }
 
 // ReadGauges runs the metrics queries in one read-only transaction, so
-// the numbers of one scrape agree with each other.
+// the numbers of one scrape agree with each other. Runs and the dead letter
+// queue are ns's, under its local workflow names.
 func ReadGauges(ctx context.Context, pool interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
-}) (*Gauges, error) {
+}, ns Namespace) (*Gauges, error) {
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return nil, fmt.Errorf("metrics: begin: %w", err)
@@ -97,12 +98,12 @@ func ReadGauges(ctx context.Context, pool interface {
 	}{
 		{"runs", `
 			SELECT workflow_name, status, count(*) FROM rflow.workflow_runs
-			WHERE status NOT IN ('completed', 'failed', 'cancelled') AND ` + notRehearsal("workflow_name") + `
+			WHERE status NOT IN ('completed', 'failed', 'cancelled') AND ` + ns.filter("workflow_name") + `
 			GROUP BY 1, 2 ORDER BY 1, 2`, &g.Runs},
 		{"dead letter queue", `
 			SELECT w.name, (SELECT count(*) FROM rflow.workflow_runs r
 			                WHERE r.workflow_name = w.name AND r.status = 'failed')
-			FROM rflow.workflows w WHERE ` + notRehearsal("w.name") + ` ORDER BY 1`, &g.Failed},
+			FROM rflow.workflows w WHERE ` + ns.filter("w.name") + ` ORDER BY 1`, &g.Failed},
 		{"river jobs", `
 			SELECT queue, state::text, count(*) FROM ` + RiverSchema + `.river_job
 			WHERE state IN ('available', 'scheduled', 'retryable', 'running', 'pending')
@@ -131,6 +132,11 @@ func ReadGauges(ctx context.Context, pool interface {
 		})
 		if err != nil {
 			return nil, fmt.Errorf("metrics: %s: %w", q.what, err)
+		}
+	}
+	for _, l := range [][]LabeledCount{g.Runs, g.Failed} {
+		for i := range l {
+			l[i].Labels[0], _ = ns.Local(l[i].Labels[0])
 		}
 	}
 	if g.NonceGaps, err = nonceGaps(ctx, tx); err != nil {

@@ -70,7 +70,7 @@ func TestGaugesNonceGapsAndLag(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	g, err := store.ReadGauges(ctx, pool)
+	g, err := store.ReadGauges(ctx, pool, store.Namespace{})
 	require.NoError(t, err)
 	var runWorkflows []string
 	for _, r := range g.Runs {

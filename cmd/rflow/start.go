@@ -289,7 +289,14 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	}()
 	// One registry per process, fed by the engine in memory and by the
 	// database at scrape time.
-	prom := metrics.New(metrics.Config{Pool: o.db.Pool, Logger: o.logger})
+	if _, err := store.Migrate(ctx, o.db.Pool, nil); err != nil {
+		return err
+	}
+	ns, err := store.RegisterProject(ctx, o.db.Pool, o.project.Name)
+	if err != nil {
+		return err
+	}
+	prom := metrics.New(metrics.Config{Pool: o.db.Pool, Logger: o.logger, Namespace: ns})
 	o.observer, o.tracer, o.middleware = prom, tr.provider, tr.middleware
 	engine, err := deployProject(ctx, o, backends)
 	if err != nil {
