@@ -349,6 +349,10 @@ func (e *Engine) DecideApprovalTx(ctx context.Context, tx pgx.Tx, id uuid.UUID, 
 	if err := e.rehearsalGate(ap); err != nil {
 		return nil, err
 	}
+	if !store.IsRehearsal(ap.Workflow) && !e.owns(ap.Workflow) {
+		// Another project's gate: to this project it does not exist.
+		return nil, e.scopeError(ap.Workflow)
+	}
 	want := store.ApprovalRejected
 	if d.Approve {
 		want = store.ApprovalApproved

@@ -34,8 +34,12 @@ type Rehearsal struct {
 // rehearsalName matches <kind>_<session>__<workflow>.
 var rehearsalName = regexp.MustCompile(`^(replay|test)_([a-z0-9-]+)__(.+)$`)
 
+// rehearsalPrefix is the start of every rehearsal name, as a POSIX regex
+// for SQL (see notRehearsal).
+const rehearsalPrefix = `^(replay|test)_[a-z0-9-]+__`
+
 // rehearsalSQL is the same pattern for a SQL `~` match (see notRehearsal).
-const rehearsalSQL = `'^(replay|test)_[a-z0-9-]+__'`
+const rehearsalSQL = `'` + rehearsalPrefix + `'`
 
 // notRehearsal is a SQL condition on a column holding a workflow name: true
 // for a live workflow only.
