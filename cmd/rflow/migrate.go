@@ -47,6 +47,16 @@ func migrateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if projectFileMissing(c) == nil {
+				// The project of the file registers, as its start would: on
+				// an upgraded database this is how its owner claims its
+				// bare workflows before another project starts.
+				ns, err := store.RegisterProject(c.Context, db.Pool, fileProjectName(c))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.ErrWriter, "%s: workflows stored as %s, River queue %s\n", ns.Describe(), ns.Qualify("<name>"), ns.Queue())
+			}
 			if len(res.Applied) == 0 && len(res.RiverApplied) == 0 {
 				fmt.Fprintln(c.App.Writer, "database is up to date")
 				return nil

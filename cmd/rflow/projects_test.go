@@ -342,3 +342,31 @@ func pgxCollect(ctx context.Context, pool *pgxpool.Pool, sql string, into *[]str
 	}
 	return rows.Err()
 }
+
+// TestMigrateRegistersTheProject: `rflow migrate -c` registers the file's
+// project (how an upgraded database's owner claims its bare workflows
+// before another project starts), and a read command registers none.
+func TestMigrateRegistersTheProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(name string) string {
+		path := filepath.Join(dir, name+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte("name: "+name+"\nworkflows:\n  - name: w\n    trigger: { manual: {} }\n"+
+			"    steps:\n      - { id: d, delay: 1s }\n"), 0o644))
+		return path
+	}
+	db := storetest.URL(t)
+	pool := openPool(t, db)
+	_, stderr, code := rflowCmd(t, "--database-url", db, "runs", "list", "-c", write("reader"))
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = rflowCmd(t, "--database-url", db, "migrate", "-c", write("owner"))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "project owner (the database's home project)")
+	_, stderr, code = rflowCmd(t, "--database-url", db, "migrate", "-c", write("second"))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "project second: workflows stored as second.<name>, River queue project_second")
+	var got []string
+	require.NoError(t, pgxCollect(ctx, pool, `SELECT name || '=' || prefix FROM rflow.projects ORDER BY name`, &got))
+	require.Equal(t, []string{"owner=", "second=second."}, got)
+}
