@@ -229,14 +229,12 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectCursor reports one cursor's lag: a wait feed's
 // (wait/<chain id>/<address|any>/<topic>) under its own series, a
-// trigger's (<kind>/<workflow>) under the trigger series.
+// trigger's (<kind>/<workflow>) under the trigger series. Only the
+// project's own cursors count, under its local names: another project's
+// wait feeds are <project>.wait/…, its triggers' workflows <project>.<name>.
 func (c *dbCollector) collectCursor(ch chan<- prometheus.Metric, l store.CursorLag) {
-	kind, rest, ok := strings.Cut(l.Task, "/")
-	if !ok {
-		return
-	}
 	blocks, behind := float64(max(l.Head-l.Block, 0)), l.Behind.Seconds()
-	if kind == "wait" {
+	if rest, ok := strings.CutPrefix(l.Task, c.ns.Qualify("wait/")); ok {
 		parts := strings.SplitN(rest, "/", 3)
 		if len(parts) != 3 {
 			return
@@ -245,7 +243,15 @@ func (c *dbCollector) collectCursor(ch chan<- prometheus.Metric, l store.CursorL
 		ch <- prometheus.MustNewConstMetric(c.waitLagSeconds, prometheus.GaugeValue, behind, parts...)
 		return
 	}
-	labels := []string{rest, kind, l.Phase, itoa(l.ChainID)}
+	kind, rest, ok := strings.Cut(l.Task, "/")
+	if !ok || strings.Contains(kind, ".") || kind == "wait" {
+		return // another project's wait feed
+	}
+	workflow, ok := c.ns.Local(rest)
+	if !ok {
+		return
+	}
+	labels := []string{workflow, kind, l.Phase, itoa(l.ChainID)}
 	ch <- prometheus.MustNewConstMetric(c.lagBlocks, prometheus.GaugeValue, blocks, labels...)
 	ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, behind, labels...)
 }
