@@ -33,14 +33,14 @@ type claimer struct {
 	env map[string]any
 }
 
-func newClaimer(p *workflow.Project, wf *workflow.Workflow, id uuid.UUID) *claimer {
+func newClaimer(p *workflow.Project, wf *workflow.Workflow, id uuid.UUID, r store.Rehearsal) *claimer {
 	env := map[string]any{}
 	for _, k := range p.Env {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
 	}
-	return &claimer{p: p, wf: wf, id: id, r: testRehearsal(id, wf.Name), env: env}
+	return &claimer{p: p, wf: wf, id: id, r: r, env: env}
 }
 
 // occurrenceError is a problem with one occurrence, at its place.

@@ -43,6 +43,10 @@ type Options struct {
 	Parallel int
 	// Timeout bounds how long one run may take to settle (default 30s).
 	Timeout time.Duration
+	// Namespace is the project's share of the database: a test of its
+	// workflow W runs as test_<id>__<stored name of W>, so a sweep of
+	// another project's killed sessions leaves it alone.
+	Namespace store.Namespace
 }
 
 // Result is one test's outcome.
@@ -124,7 +128,7 @@ func Run(ctx context.Context, opts Options, files []*fixture.File) ([]Result, er
 	defer func() { _ = store.DropRehearsalRiver(cleanup, opts.Pool, schema) }()
 	rt := newRouter()
 	e, err := jobs.NewEngine(jobs.Config{
-		Pool: opts.Pool, Project: opts.Project, Logger: opts.Logger,
+		Pool: opts.Pool, Project: opts.Project, Logger: opts.Logger, Namespace: opts.Namespace,
 		Workers: 8, HTTPClient: &http.Client{Transport: rt},
 		Rehearsal: &jobs.Rehearsal{Rehearsal: store.Rehearsal{Kind: store.RehearsalTest}, RiverSchema: schema, Send: rt.send},
 	})
@@ -186,9 +190,9 @@ func (s *session) run(ctx context.Context, t *fixture.Test) []Failure {
 		return failAt(t.WfPos, "workflow %s is not in the project", t.Workflow)
 	}
 	id := uuid.New()
-	r := testRehearsal(id, wf.Name)
+	r := testRehearsal(id, s.opts.Namespace.Qualify(wf.Name))
 	name := r.Name()
-	c := newClaimer(s.opts.Project, wf, id)
+	c := newClaimer(s.opts.Project, wf, id, r)
 	rec := &recorder{stubs: t.HTTP}
 	var runs []uuid.UUID
 	defer func() {

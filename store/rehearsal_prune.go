@@ -17,6 +17,9 @@ type RehearsalPruneFilter struct {
 	Session string
 	// Batch is how many rows one transaction deletes (default 500).
 	Batch int
+	// Namespace is the project whose rehearsals are pruned (those of its
+	// workflows); another project's sessions are left alone.
+	Namespace Namespace
 }
 
 // RehearsalPruned is what PruneRehearsals deleted.
@@ -51,7 +54,7 @@ func RehearsalWorkflows(ctx context.Context, db DBTX, f RehearsalPruneFilter) ([
 	var out []Rehearsal
 	for _, n := range names {
 		r, ok := ParseRehearsal(n)
-		if !ok || (f.Kind != "" && r.Kind != f.Kind) || (f.Session != "" && r.Session != f.Session) {
+		if !ok || (f.Kind != "" && r.Kind != f.Kind) || (f.Session != "" && r.Session != f.Session) || !f.Namespace.Owns(r.Workflow) {
 			continue
 		}
 		out = append(out, r)

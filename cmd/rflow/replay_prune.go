@@ -63,6 +63,9 @@ func replayPrune(c *cli.Context) error {
 	defer db.Close()
 	res := replayPruneResult{Session: session, All: all}
 	f := store.RehearsalPruneFilter{Session: session, Batch: c.Int("batch")} // --all: every kind
+	if f.Namespace, err = readNamespace(c.Context, db.Pool, fileProjectName(c)); err != nil {
+		return err
+	}
 	if session != "" {
 		f.Kind = store.RehearsalReplay
 	}

@@ -97,8 +97,12 @@ func testCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
+			ns, err := readNamespace(c.Context, db.Pool, project.Name)
+			if err != nil {
+				return err
+			}
 			results, err := flowtest.Run(c.Context, flowtest.Options{Pool: db.Pool, Project: project, Logger: logger,
-				Run: sel, Parallel: c.Int("parallel"), Timeout: c.Duration("timeout")}, files)
+				Run: sel, Parallel: c.Int("parallel"), Timeout: c.Duration("timeout"), Namespace: ns}, files)
 			if err != nil {
 				return err
 			}
