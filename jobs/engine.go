@@ -227,7 +227,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	river.AddWorker(workers, &approvalNoticeWorker{e: e})
 	river.AddWorker(workers, &reorgWorker{e: e})
 	river.AddWorker(workers, &repairWorker{e: e})
-	periodic := []*river.PeriodicJob{newRepairPeriodicJob()}
+	var periodic []*river.PeriodicJob
 	if err := cfg.Rehearsal.check(); err != nil {
 		return nil, err
 	}
@@ -243,7 +243,6 @@ func NewEngine(cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		r.AddWorkers(workers)
-		periodic = append(periodic, r.PeriodicJobs(time.Minute)...)
 		e.relayer = r
 	}
 	lc, every := cfg.LedgerCleanup, cfg.LedgerCleanupInterval
@@ -336,6 +335,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	go e.watchNodes(ctx)
 	go e.releaseThrottled(ctx)
+	go e.maintainProject(ctx)
 	return nil
 }
 

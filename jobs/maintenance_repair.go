@@ -40,14 +40,6 @@ func (w *repairWorker) Work(ctx context.Context, _ *river.Job[RepairArgs]) error
 	return err
 }
 
-// newRepairPeriodicJob schedules the scan every minute on River's leader.
-// The scan at start is Recover's; this one catches jobs deleted while the
-// process runs.
-func newRepairPeriodicJob() *river.PeriodicJob {
-	return river.NewPeriodicJob(river.PeriodicInterval(repairInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return RepairArgs{}, nil },
-		&river.PeriodicJobOpts{ID: "rflow.repair"})
-}
 
 // RepairRuns enqueues again every pending step whose River job is gone (see
 // store.JoblessSteps: deleted in River UI, lost in a restore), at the
