@@ -40,7 +40,6 @@ func (w *repairWorker) Work(ctx context.Context, _ *river.Job[RepairArgs]) error
 	return err
 }
 
-
 // RepairRuns enqueues again every pending step whose River job is gone (see
 // store.JoblessSteps: deleted in River UI, lost in a restore), at the
 // attempt its journal row holds and, for a parked step, at its wake time:
