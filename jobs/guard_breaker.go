@@ -100,6 +100,7 @@ type pageWorker struct {
 func (w *pageWorker) Work(ctx context.Context, job *river.Job[PageArgs]) error {
 	e, a := w.e, job.Args
 	e.faults.Hit(FaultBeforePage)
+	a.Workflow, _ = e.ns.Local(a.Workflow) // a page names the project's own name
 	text := fmt.Sprintf("rflow %s: workflow %s paused at %s (%s). New runs wait; start them with: rflow workflows resume %s",
 		a.Project, a.Workflow, a.PausedAt.UTC().Format(time.RFC3339), a.Reason, a.Workflow)
 	fields := map[string]any{"event": "circuit_breaker.tripped", "text": text, "project": a.Project,

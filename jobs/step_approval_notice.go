@@ -50,6 +50,7 @@ func (w *approvalNoticeWorker) Work(ctx context.Context, job *river.Job[Approval
 		return river.JobCancel(err)
 	}
 	short := store.ShortID(ap.ID)
+	ap.Workflow, _ = e.ns.Local(ap.Workflow) // a notice names the project's own name
 	text := fmt.Sprintf("rflow %s: run %s of %s waits for approval of step %s: %s. Expires %s. "+
 		"Decide with: rflow approve %s | rflow reject %s --reason '…'",
 		e.project.Name, store.ShortID(ap.RunID), ap.Workflow, ap.StepKey, sum.OneLine(),
