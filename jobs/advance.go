@@ -113,10 +113,13 @@ func (a *advance) env(l loc) workflow.Env {
 	if a.origin != nil {
 		run = a.origin.run // a response's expressions see the run it answers
 	}
+	// run.workflow is the name the project's file gives it (a workflow of
+	// a project that is not its database's home is stored qualified).
+	name, _ := a.e.ns.Local(run.Workflow)
 	env := workflow.Env{
 		"trigger": tv,
 		"run": map[string]any{
-			"id": run.ID.String(), "workflow": run.Workflow, "attempt": int64(run.Attempt),
+			"id": run.ID.String(), "workflow": name, "attempt": int64(run.Attempt),
 			"generation": run.Generation,
 		},
 		"env": a.e.envVars,

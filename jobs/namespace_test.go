@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/jobs/reorgtest"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 	"github.com/rflow-dev/rflow/workflow"
@@ -120,4 +121,78 @@ func TestEnginesOfTwoProjectsStayApart(t *testing.T) {
 		_, _, err := engines["alpha"].StartRunTx(ctx, tx, store.ManualClaim("beta.later", "k2", nil))
 		return err
 	}), "alpha's engine never starts beta's run")
+}
+
+// A reorg is the chain's: the process of whichever project sees it first
+// (alpha here) records it and opens a response for every orphaned run, but
+// each response is decided and compensated in its own project's queue by
+// its own project's engine: beta's compensation runs in beta's process,
+// once, even though alpha's process applied the reorg.
+func TestReorgOfTwoProjectsIsAnsweredByEach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	recv := newReceiver(t)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	onReorg := "\n      - { id: undo, http_call: { method: POST, url: \"%[1]s/undo/${{ run.workflow }}\" } }\n"
+	engines := map[string]*jobs.Engine{}
+	for _, p := range []string{"alpha", "beta"} {
+		project := chainProject(t, reorgtest.Project(p, recv.URL, onReorg), nil)
+		ns, err := store.RegisterProject(ctx, pool, p)
+		require.NoError(t, err)
+		e := startEngineWith(t, jobs.Config{Pool: pool, URL: url, Project: project, Namespace: ns, FetchCooldown: time.Millisecond})
+		_, err = e.SyncWorkflows(ctx)
+		require.NoError(t, err)
+		engines[p] = e
+	}
+	const fork = 5
+	runs := map[string]uuid.UUID{}
+	for p, e := range engines {
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := e.ClaimTx(ctx, tx, []store.Claim{{Workflow: e.Namespace().Qualify("credit"), TriggerKey: "31337:0x01:0",
+				TriggerKind: "event", Trigger: []byte(`{"event": {"amount": 3}, "block": 5, "phase": "head"}`),
+				ChainID: 31337, BlockNumber: fork, BlockHash: "0xaa"}})
+			return err
+		}))
+		var id uuid.UUID
+		require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM rflow.workflow_runs WHERE workflow_name = $1`,
+			e.Namespace().Qualify("credit")).Scan(&id))
+		runs[p] = id
+	}
+	require.Eventually(t, func() bool { return len(recv.got("/act")) == 2 }, 20*time.Second, 20*time.Millisecond)
+	reorgtest.OrphanFork(t, pool, engines["alpha"], fork)
+
+	var queues []string
+	require.NoError(t, func() error {
+		rows, err := pool.Query(ctx, `SELECT queue FROM river.river_job WHERE kind = 'rflow.reorg' ORDER BY queue`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				return err
+			}
+			queues = append(queues, q)
+		}
+		return rows.Err()
+	}())
+	require.Equal(t, []string{"default", "project_beta"}, queues, "each response is decided in its run's project's queue")
+	require.Eventually(t, func() bool {
+		return len(recv.got("/undo/credit")) == 2
+	}, 30*time.Second, 20*time.Millisecond, "both runs compensated, each under its project's local name")
+	for p, id := range runs {
+		require.Eventually(t, func() bool { return reorgtest.Response(t, pool, id).Status == store.RunCompleted },
+			30*time.Second, 20*time.Millisecond, "%s's response completes", p)
+	}
+	require.Len(t, recv.got("/undo/credit"), 2, "each compensated once")
+	var by []string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempted_by FROM river.river_job WHERE kind = 'rflow.reorg' AND queue = 'project_beta'`).Scan(&by))
+	require.NotEmpty(t, by)
+	for _, c := range by {
+		require.Equal(t, engines["beta"].Client().ID(), c, "beta's response was decided by beta's engine")
+	}
 }
