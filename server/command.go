@@ -228,7 +228,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apiError{status: http.StatusConflict, code: "run_pruned", message: pruned.Error(),
 			details: map[string]any{"run_id": pruned.RunID, "key": pruned.Key, "pruned_at": pruned.PrunedAt}}
 	case errors.As(err, &retired):
-		ae = &apiError{status: http.StatusGone, code: "workflow_retired", message: retired.Error()}
+		local := *retired
+		local.Workflow, _ = s.ns.Local(retired.Workflow) // the name the caller used
+		ae = &apiError{status: http.StatusGone, code: "workflow_retired", message: local.Error()}
 	case errors.As(err, &conflict):
 		ae = &apiError{status: http.StatusConflict, code: "run_key_reused", message: conflict.Error(),
 			details: map[string]any{"run_id": conflict.RunID, "key": conflict.Key}}
