@@ -34,7 +34,13 @@ const (
 
 // commandScope is the ledger key space of the /v1 command API. Approval
 // commands join it unchanged: a key names one request across all of /v1.
+// Each project on a database has its own (Server.scope).
 const commandScope = "v1"
+
+// scope is the project's command key space: "v1" for the home project,
+// "<project>.v1" for another, so two projects' clients never collide on
+// a key.
+func (s *Server) scope() string { return s.ns.Qualify(commandScope) }
 
 const maxKeyLen = 255
 
@@ -135,7 +141,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 
 	req := commandRequest{Key: key, Hash: requestHash(r, body), LegacyHash: exactRequestHash(r, body), Body: body}
 	entry, owned, err := store.ClaimIdempotencyKey(ctx, tx, store.LedgerClaim{
-		Scope: commandScope, Key: key, Spelling: raw, RequestHash: req.Hash, LegacyHash: req.LegacyHash, TTL: ttl,
+		Scope: s.scope(), Key: key, Spelling: raw, RequestHash: req.Hash, LegacyHash: req.LegacyHash, TTL: ttl,
 	})
 	if errors.Is(err, store.ErrKeyReused) {
 		msg := fmt.Sprintf("Idempotency-Key %q was already used for a different request (method, path or body); "+
@@ -166,7 +172,7 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, class retention
 		s.fail(w, r, fmt.Errorf("encode response: %w", err))
 		return
 	}
-	if err := store.CompleteIdempotencyKey(ctx, tx, commandScope, key, status, resp); err != nil {
+	if err := store.CompleteIdempotencyKey(ctx, tx, s.scope(), key, status, resp); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -89,6 +89,11 @@ func TestServerOfAProjectSpeaksItsLocalNames(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, other.api(t, http.MethodPost, "/v1/runs/"+homeRun+"/cancel", "cancel-1", nil).status)
 	require.Equal(t, http.StatusOK, home.api(t, http.MethodGet, "/v1/runs/"+homeRun, "", nil).status)
 
+	// A key is a project's: the same key on the home project's API is
+	// another request, not a reuse.
+	r = home.api(t, http.MethodPost, "/v1/workflows/manual/runs", "run-1", []byte(`{"input": {"x": 1}}`))
+	require.Equal(t, http.StatusCreated, r.status, string(r.body))
+
 	r = other.api(t, http.MethodGet, "/v1/workflows", "", nil)
 	require.Equal(t, http.StatusOK, r.status)
 	var wl struct {
