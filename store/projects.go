@@ -92,6 +92,9 @@ func LookupNamespace(ctx context.Context, db DBTX, project string) (Namespace, e
 	if err != nil || !homeTaken || project == "" {
 		return HomeNamespace(project), err
 	}
+	if err := ValidProjectName(project); err != nil {
+		return Namespace{}, err
+	}
 	return projectNamespace(project), nil
 }
 
