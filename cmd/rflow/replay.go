@@ -109,11 +109,26 @@ func replay(c *cli.Context) error {
 	if wf.Trigger.Event == nil {
 		return usagef("--workflow %s has a %s trigger: only event-triggered workflows can be replayed over blocks", name, wf.Trigger.Kind)
 	}
-	// The session before anything is written, so an interrupted replay
-	// can still be found and pruned (but after the checks that need no
-	// database: a replay that cannot start announces no session); on
-	// stderr under -o json, which keeps stdout one document.
-	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: name}
+	// Warnings and errors only (unless --log-level): the progress is the
+	// replay's output.
+	logger := viewLogger(c)
+	db, err := openMigrated(c, project.Name, logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// The rehearsal is of the project's own workflow (its live budgets,
+	// with --live-sends), under its stored name; a replay registers no
+	// project.
+	ns, err := readNamespace(c.Context, db.Pool, project.Name)
+	if err != nil {
+		return err
+	}
+	// The session before any rehearsal row is written, so an interrupted
+	// replay can still be found and pruned (but after the checks: a replay
+	// that cannot start announces no session); on stderr under -o json,
+	// which keeps stdout one document.
+	r := store.Rehearsal{Kind: store.RehearsalReplay, Session: session, Workflow: ns.Qualify(name)}
 	sum := replaySummary{Session: session, Workflow: name, Rehearsal: r.Name(), FromBlock: c.Int64("from-block"),
 		ToBlock: c.Int64("to-block"), DryRun: !c.Bool("live-sends"), LiveSends: c.Bool("live-sends"), SkipHTTP: c.Bool("skip-http")}
 	sessionOut := c.App.Writer
@@ -123,23 +138,6 @@ func replay(c *cli.Context) error {
 	fmt.Fprintf(sessionOut, "replay session %s: %s as %s, blocks %d..%d%s\n", session, name, r.Name(), sum.FromBlock, sum.ToBlock,
 		map[bool]string{true: " (dry run: sends are simulated; --live-sends broadcasts them)", false: " (live sends, counted against the live budgets)"}[sum.DryRun])
 	printWarnings(c, project)
-	// Warnings and errors only (unless --log-level): the progress is the
-	// replay's output.
-	logger := viewLogger(c)
-
-	db, err := openMigrated(c, project.Name, logger)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	// The rehearsal is of the project's own workflow (its live budgets,
-	// with --live-sends); a replay registers no project.
-	ns, err := readNamespace(c.Context, db.Pool, project.Name)
-	if err != nil {
-		return err
-	}
-	r.Workflow = ns.Qualify(name)
-	sum.Rehearsal = r.Name()
 	backends, release, err := jobs.DialBackends(c.Context, project, logger)
 	if err != nil {
 		return err
