@@ -238,7 +238,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if len(cfg.Project.Wallets) > 0 && cfg.Backends != nil && !cfg.Rehearsal.captures() {
 		// Only an engine that works sends has backends; one that only
 		// enqueues (rflow runs retry) skips the wallets' key derivation.
-		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.adoptSend, e.onTxFinal, e.faults.Hit, middleware)
+		r, err := newRelayer(cfg.Pool, cfg.Project, cfg, queue, e.adoptSend, e.projectSend, e.onTxFinal, e.faults.Hit, middleware)
 		if err != nil {
 			return nil, err
 		}

@@ -51,7 +51,7 @@ func DialBackends(ctx context.Context, p *workflow.Project, logger *slog.Logger)
 // newRelayer builds the embedded relayer for the project's wallets on the
 // caller's backends, its jobs in queue, with onFinal resuming the runs parked on its sends and
 // fault at its crash points. It does no network I/O.
-func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue string, adopt func(context.Context, pgx.Tx, string) (bool, error),
+func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue string, adopt, ours func(context.Context, pgx.Tx, string) (bool, error),
 	onFinal relayer.FinalHook, fault func(string), middleware []rivertype.Middleware) (*relayer.Relayer, error) {
 	wallets := map[string]*relayer.Wallet{}
 	for _, w := range p.Wallets {
@@ -69,5 +69,5 @@ func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue strin
 		wallets[w.Name] = rw
 	}
 	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: cfg.Backends,
-		OnFinal: onFinal, LockOwner: lockSendOwner, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt})
+		OnFinal: onFinal, LockOwner: lockSendOwner, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt, Ours: ours})
 }

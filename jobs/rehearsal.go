@@ -265,6 +265,28 @@ func (e *Engine) RehearsalChainConfig(wf *workflow.Workflow) (chain.Config, erro
 	return cfg, nil
 }
 
+// projectSend is the relayer's project filter (relayer.Config.Ours): a
+// send is the project's when its run is one of the project's workflows or
+// a rehearsal of one; a send made outside a run is the home project's.
+func (e *Engine) projectSend(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
+	ref, ok := parseExternalID(externalID)
+	if !ok {
+		return e.ns.Home(), nil
+	}
+	run, err := store.GetRun(ctx, tx, ref.run, false)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.ns.Home(), nil
+	}
+	if err != nil {
+		return false, err
+	}
+	name := run.Workflow
+	if r, ok := store.ParseRehearsal(name); ok {
+		name = r.Workflow
+	}
+	return e.ns.Owns(name), nil
+}
+
 // adoptSend is the relayer's recovery filter: an engine re-drives only
 // the sends of runs it owns (a live engine live runs' and sends made
 // outside a run, a rehearsal engine its session's), so a send's job never

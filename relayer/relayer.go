@@ -105,6 +105,11 @@ type Config struct {
 	// external id a job in Queue (nil: every send). Processes working
 	// different queues (a rehearsal's, the live one) each take their own.
 	Adopt func(ctx context.Context, tx pgx.Tx, externalID string) (bool, error)
+	// Ours, when set, says whether the send with this external id is one
+	// of this relayer's project's (nil: every send): Retrack re-drives only
+	// those, since another project's wallet of the same name may hold
+	// another key. Its own project's recovery re-drives the others.
+	Ours func(ctx context.Context, tx pgx.Tx, externalID string) (bool, error)
 }
 
 // Relayer queues, broadcasts and monitors sends. It is safe for concurrent

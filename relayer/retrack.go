@@ -26,12 +26,12 @@ func (r *Relayer) Retrack(ctx context.Context, tx pgx.Tx, chainID, fork int64) (
 	}
 	var ids []uuid.UUID
 	for _, t := range txs {
-		// The reorg is the chain's, the send is its project's: one this
-		// relayer does not adopt (Config.Adopt: another project's, whose
-		// wallet of the same name may hold another key) is left to its
-		// own project's recovery, which finds it mined and unchecked.
-		if r.cfg.Adopt != nil {
-			ok, err := r.cfg.Adopt(ctx, tx, t.ExternalID)
+		// The reorg is the chain's, the send is its project's: another
+		// project's (Config.Ours), whose wallet of the same name may hold
+		// another key, is left to its own project's recovery, which finds
+		// it mined and unchecked.
+		if r.cfg.Ours != nil {
+			ok, err := r.cfg.Ours(ctx, tx, t.ExternalID)
 			if err != nil {
 				return 0, err
 			}
