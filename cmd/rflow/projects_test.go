@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -369,4 +370,96 @@ func TestMigrateRegistersTheProject(t *testing.T) {
 	var got []string
 	require.NoError(t, pgxCollect(ctx, pool, `SELECT name || '=' || prefix FROM rflow.projects ORDER BY name`, &got))
 	require.Equal(t, []string{"owner=", "second=second."}, got)
+}
+
+const payProject = `
+name: %[1]s
+networks:
+  - { name: local, chain_id: 31337, rpc: %[2]q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: %[3]q }
+workflows:
+  - name: pay
+    trigger: { manual: {} }
+    budgets: [{ name: petty, asset: native, cap: "1 gwei", window: 24h }]
+    steps:
+      - id: send
+        send: { wallet: ops, network: local, to: %[4]q, value: "${{ gwei(1) }}", budget: petty }
+`
+
+// Two projects each have a wallet named ops, with different keys, and a
+// workflow pay that sends from it under a budget of one send a day: each
+// project's sends are signed by its own key (from its own address) and
+// driven by its own process, and neither budget counts the other's spend.
+func TestTwoProjectsSendFromTheirOwnWallets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := anviltest.Start(t, anviltest.Options{})
+	_, to := anviltest.Key(t, 0)
+	dir := t.TempDir()
+	config, from := map[string]string{}, map[string]string{}
+	for i, p := range []string{"alpha", "beta"} {
+		_, addr := anviltest.Key(t, 2+i)
+		from[p] = addr.Hex()
+		config[p] = filepath.Join(dir, p+".yaml")
+		require.NoError(t, os.WriteFile(config[p], []byte(fmt.Sprintf(payProject, p, node.URL, "0x"+anviltest.DevKeys[2+i], to.Hex())), 0o644))
+	}
+	db := storetest.URL(t)
+	pool := openPool(t, db)
+	alpha := startRflow(t, db, config["alpha"], "")
+	waitProjects(t, pool, "alpha")
+	beta := startRflow(t, db, config["beta"], "")
+	waitProjects(t, pool, "alpha", "beta")
+	clients := nodeClients(t, pool)
+	for _, p := range []string{"alpha", "beta"} {
+		_, stderr, code := rflowCmd(t, "--database-url", db, "run", "pay", "-c", config[p])
+		require.Equal(t, 0, code, stderr)
+	}
+	require.Eventually(t, func() bool {
+		node.Mine(1)
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM rflow.workflow_runs WHERE status = 'completed'`).Scan(&n)
+		return err == nil && n == 2
+	}, 90*time.Second, 200*time.Millisecond, "both sends confirmed; alpha:\n%s\nbeta:\n%s", alpha.out, beta.out)
+
+	rows, err := pool.Query(ctx, `
+		SELECT r.workflow_name, t.from_address, t.status FROM relayer.transactions t
+		JOIN rflow.workflow_runs r ON t.external_id LIKE 'rflow:' || r.id::text || ':%'`)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for rows.Next() {
+		var wf, addr, status string
+		require.NoError(t, rows.Scan(&wf, &addr, &status))
+		require.Equal(t, "confirmed", status)
+		got[wf] = addr
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 2)
+	require.True(t, strings.EqualFold(from["alpha"], got["pay"]), "alpha's send is from alpha's key: %v", got)
+	require.True(t, strings.EqualFold(from["beta"], got["beta.pay"]), "beta's send is from beta's key: %v", got)
+
+	// Every relayer job of beta's send ran in beta's queue, in beta's process.
+	jrows, err := pool.Query(ctx, `SELECT queue, attempted_by FROM river.river_job WHERE kind LIKE 'relayer%' AND kind <> 'relayer_recover'`)
+	require.NoError(t, err)
+	queues := map[string]bool{}
+	for jrows.Next() {
+		var q string
+		var by []string
+		require.NoError(t, jrows.Scan(&q, &by))
+		queues[q] = true
+		project := map[string]string{"default": "alpha", "project_beta": "beta"}[q]
+		require.NotEmpty(t, project, "relayer job in queue %s", q)
+		for _, c := range by {
+			require.Equal(t, clients[project], c, "a %s relayer job was worked by another project's process", project)
+		}
+	}
+	require.NoError(t, jrows.Err())
+	require.Equal(t, map[string]bool{"default": true, "project_beta": true}, queues)
+
+	// Each budget spent its one send: neither counts the other's.
+	var spent []string
+	require.NoError(t, pgxCollect(ctx, pool, `SELECT workflow_name || ':' || status FROM rflow.budget_reservations ORDER BY 1`, &spent))
+	require.Equal(t, []string{"beta.pay:spent", "pay:spent"}, spent)
+	alpha.stop(t)
+	beta.stop(t)
 }
