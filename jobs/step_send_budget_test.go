@@ -104,7 +104,7 @@ func TestBudgetRaceNeverOvershoots(t *testing.T) {
 		case store.RunCompleted:
 			done++
 		case store.RunFailed:
-			require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei (3000000000), spent ")
+			require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei = 0.000000003 ETH (3000000000 wei), spent ")
 			require.True(t, strings.HasSuffix(*run.Error, "this send 1000000000"), *run.Error)
 			refused++
 		default:

@@ -121,3 +121,14 @@ func TestParse(t *testing.T) {
 		require.ErrorContains(t, err, bad.msg, bad.s)
 	}
 }
+
+func TestColumn(t *testing.T) {
+	t.Parallel()
+	eth := units.Ether()
+	got := units.Column([]string{eth.Format(pow10(19)), eth.Format(big.NewInt(0)), eth.Format(big.NewInt(29200000000000000))})
+	require.Equal(t, []string{
+		"10      ETH (10000000000000000000 wei)",
+		" 0      ETH",
+		" 0.0292 ETH (29200000000000000 wei)",
+	}, got)
+}

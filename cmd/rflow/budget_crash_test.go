@@ -79,7 +79,7 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 		case store.RunCompleted:
 			done++
 		case store.RunFailed:
-			require.Contains(t, *r.Error, "budget_exceeded: petty cap 4 gwei (4000000000), spent 4000000000, reserved 0, this send 1000000000")
+			require.Contains(t, *r.Error, "budget_exceeded: petty cap 4 gwei = 0.000000004 ETH (4000000000 wei), spent 0.000000004 ETH (4000000000 wei), reserved 0 ETH, this send 0.000000001 ETH (1000000000 wei)")
 			refused++
 		}
 	}
