@@ -100,3 +100,14 @@ func (l *loader) budgetUnits(w *Workflow) {
 		b.Unit = l.p.AssetUnit(b.Asset, network)
 	}
 }
+
+// ChainUnit is the currency of the network with chainID: where only the
+// chain id is at hand (a relayer transaction). ETH when no network has it.
+func (p *Project) ChainUnit(chainID uint64) units.Unit {
+	for _, n := range p.Networks {
+		if n.ChainID == chainID && n.Currency.Known() {
+			return n.Currency
+		}
+	}
+	return units.Ether()
+}
