@@ -342,7 +342,7 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 			detail = strings.TrimSpace(string(s.Status) + " " + errText)
 		}
 		if hash := sentHash(s); hash != "" {
-			detail = strings.TrimSpace(detail + " tx " + short(hash, 12) + " " + sentValue(s))
+			detail = strings.TrimSpace(detail + " tx " + short(hash, 12) + " " + s.SentValue())
 		}
 		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
 		for _, n := range v.takeNotes(r.ID, s.Key) {
@@ -353,7 +353,7 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 	line := plainLine(fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status), took, errText)
 	if hash := sentHash(s); hash != "" {
 		line += " tx=" + hash
-		if value := sentValue(s); value != "" {
+		if value := s.SentValue(); value != "" {
 			line += fmt.Sprintf(" value=%q", value)
 		}
 	}
@@ -376,19 +376,6 @@ func sentHash(s *store.StepRun) string {
 		return ""
 	}
 	return out.Hash
-}
-
-// sentValue is the value a send step's output records, in the network's
-// currency as the engine wrote it (value_text); "" for a zero value, an
-// output from before value_text, or another step.
-func sentValue(s *store.StepRun) string {
-	var out struct {
-		ValueText string `json:"value_text"`
-	}
-	if s.Kind != "send" || json.Unmarshal(s.Output, &out) != nil || strings.HasPrefix(out.ValueText, "0 ") {
-		return ""
-	}
-	return out.ValueText
 }
 
 func (v *devView) runStatus(r *store.Run) {

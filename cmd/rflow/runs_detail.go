@@ -65,7 +65,7 @@ func stepDetail(ctx context.Context, q store.DBTX, s *store.StepRun) string {
 			return oneLine(string(s.Output), 70)
 		}
 		value := ""
-		if v := sentValue(s); v != "" {
+		if v := s.SentValue(); v != "" {
 			value = ", value " + v
 		}
 		if out.Hash != "" {

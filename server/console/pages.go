@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/units"
 )
 
 // pageSize is how many runs a list page shows.
@@ -148,18 +149,56 @@ func (c *Console) stepRows(r *http.Request, steps []*store.StepRun) ([]stepRow, 
 	return rows, nil
 }
 
-// approvalRow is an approval with the keys its decision forms send.
+// approvalRow is an approval with the keys its decision forms send and
+// what its send moves, for a person.
 type approvalRow struct {
 	*store.Approval
 	ApproveKey, RejectKey string
+	Moves                 approvalMoves
 }
 
 func approvalRows(aps []*store.Approval) []approvalRow {
 	rows := make([]approvalRow, len(aps))
 	for i, a := range aps {
-		rows[i] = approvalRow{Approval: a, ApproveKey: uuid.NewString(), RejectKey: uuid.NewString()}
+		rows[i] = approvalRow{Approval: a, ApproveKey: uuid.NewString(), RejectKey: uuid.NewString(), Moves: movesOf(a.Summary)}
 	}
 	return rows
+}
+
+// approvalMoves is the amounts of an approval's prepared transaction as
+// its summary states them for a person: the value in the network's
+// currency and the token amounts of a transfer.
+type approvalMoves struct {
+	Value  string // "0.0292 ETH (29200000000000000 wei)"; "" for a zero value
+	To     string
+	Tokens []string // "1.5 USDC (1500000)"
+}
+
+func movesOf(summary json.RawMessage) approvalMoves {
+	var s struct {
+		To        string `json:"to"`
+		Value     string `json:"value"`
+		ValueText string `json:"value_text"`
+		Args      []struct {
+			Text string `json:"text"`
+		} `json:"args"`
+	}
+	if json.Unmarshal(summary, &s) != nil {
+		return approvalMoves{}
+	}
+	m := approvalMoves{To: s.To}
+	if s.Value != "" && s.Value != "0" {
+		m.Value = s.ValueText
+		if m.Value == "" { // a summary from before value_text
+			m.Value = units.Ether().FormatText(s.Value)
+		}
+	}
+	for _, a := range s.Args {
+		if a.Text != "" {
+			m.Tokens = append(m.Tokens, a.Text)
+		}
+	}
+	return m
 }
 
 // approvalsPage lists approval gates, pending ones by default, each with
