@@ -17,6 +17,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/units"
 )
 
 const budgetCrashProject = `
@@ -94,6 +95,7 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	var rows []budgetRow
 	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	eth := units.Ether()
 	require.Equal(t, []budgetRow{{Workflow: "pipeline", Name: "petty", Asset: "native", Cap: "4000000000", CapText: "4 gwei",
-		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0"}}, rows, "spent is the value on chain")
+		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0", Unit: &eth}}, rows, "spent is the value on chain")
 }
