@@ -62,7 +62,7 @@ func TestDecimal(t *testing.T) {
 		{big.NewInt(1500000), 6, "1.5"},
 		{big.NewInt(-1), 6, "-0.000001"},
 		{big.NewInt(123), 0, "123"},
-		{big.NewInt(5), -3, "5"},               // clamped: display never fails
+		{big.NewInt(5), -3, "5"},                     // clamped: display never fails
 		{big.NewInt(5), 500, "0." + zeros(76) + "5"}, // clamped to 77
 	} {
 		require.Equal(t, tc.want, units.Decimal(tc.v, tc.decimals), "%s at %d", tc.v, tc.decimals)
