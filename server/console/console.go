@@ -51,6 +51,9 @@ type Engine interface {
 	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed
 	// while it was paused, in tx (what `rflow workflows resume` does).
 	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
+	// Workflow is a workflow's current compiled definition: its page
+	// offers a run form when the trigger is manual or a webhook.
+	Workflow(ctx context.Context, name string) (*workflow.Workflow, error)
 }
 
 // Config configures a Console.
@@ -71,7 +74,10 @@ type Config struct {
 	// RiverUI says River UI is mounted at RiverUIPrefix: the console links
 	// to it, and a login may return there.
 	RiverUI bool
-	Logger  *slog.Logger
+	// Networks are the project's networks: where one declares an
+	// explorer:, the run page links its transactions and blocks there.
+	Networks []*workflow.Network
+	Logger   *slog.Logger
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
 }
@@ -115,6 +121,8 @@ func New(cfg Config) (*Console, error) {
 	mux.Handle("GET /ui/runs/{id}", c.page(c.runPage))
 	mux.Handle("GET /ui/dlq", c.page(c.dlqPage))
 	mux.Handle("GET /ui/workflows", c.page(c.workflowsPage))
+	mux.Handle("GET /ui/workflows/{name}", c.page(c.workflowPage))
+	mux.Handle("POST /ui/workflows/{name}/run", c.mutation(workflow.RoleOperate, c.runIt))
 	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(workflow.RoleOperate, c.retry))
 	mux.Handle("GET /ui/approvals", c.page(c.approvalsPage))
 	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(workflow.RoleApprove, c.decide("approve")))
