@@ -230,4 +230,3 @@ func runOnPage(t *testing.T, br *tab) uuid.UUID {
 	require.NoError(t, err)
 	return id
 }
-
