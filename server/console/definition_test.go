@@ -55,6 +55,14 @@ func TestTimeline(t *testing.T) {
 	// An instant at the end of the axis stays visible and inside it.
 	require.Equal(t, segment{X: 997, W: 3}, stripText(tl.Rows[2].Bar))
 
+	require.Nil(t, tl.Rows[0].Before, "started as soon as reached")
+
+	// A delay waits between being reached and starting.
+	delayed := []stepRow{{StepRun: &store.StepRun{Key: "d", Kind: "delay", Status: store.StepCompleted, CreatedAt: t0, StartedAt: at(600), FinishedAt: at(600)}}}
+	tl = newTimeline(run, delayed, nil, nil, t0.Add(time.Hour))
+	require.Equal(t, segment{X: 0, W: 600}, stripText(*tl.Rows[0].Before))
+	require.Equal(t, segment{X: 600, W: 3}, stripText(tl.Rows[0].Bar))
+
 	// A step still waiting runs to now, which extends the axis.
 	run.FinishedAt = nil
 	steps[1].FinishedAt, steps[1].Status = nil, store.StepWaiting

@@ -33,6 +33,9 @@ type timelineRow struct {
 	Status    store.StepStatus
 	Took      string
 	Bar       segment
+	// Before is the time from the step's creation (the run reached it) to
+	// its start: its queueing, a delay's wait, a retry's backoff.
+	Before *segment
 	// Parts are the step's wait and approval, drawn inside its bar.
 	Parts  []segment
 	JobURL string
@@ -95,6 +98,10 @@ func newTimeline(run *store.Run, steps []stepRow, waits []*store.Wait, aps []*st
 		row := timelineRow{Key: s.Key, Kind: s.Kind, Status: s.Status, Took: took, JobURL: s.JobURL,
 			Bar: place(sp, "bar "+string(s.Status), fmt.Sprintf("%s (%s): %s, +%s for %s", s.Key, s.Kind, s.Status,
 				sp.from.Sub(t0).Round(time.Millisecond), took))}
+		if gap := sp.from.Sub(s.CreatedAt); gap > 0 {
+			before := place(span{s.CreatedAt, sp.from}, "before", fmt.Sprintf("%s: reached %s before it started", s.Key, gap.Round(time.Millisecond)))
+			row.Before = &before
+		}
 		for _, p := range partsOf[s.Key] {
 			row.Parts = append(row.Parts, place(p.span, p.class, p.title))
 		}
