@@ -1,6 +1,10 @@
 // Package console is rflow's run console: server-rendered HTML pages under
-// /ui/ to browse runs and their step journals, retry dead-lettered runs and
-// pause or resume workflows.
+// /ui/ to browse runs (a timeline and the step journal, linked to River UI
+// and the network's explorer), retry dead-lettered runs, decide approvals,
+// read a workflow's deployed definition, start a run of it, and pause or
+// resume workflows. Its one script (static/console.js) refreshes the
+// regions of a page marked data-live from a fresh GET of the page, so the
+// pages update themselves; without it every page works as it is.
 //
 // A person logs in with an API token (RFLOW_API_TOKEN or one of the
 // project's api: tokens:); the console then keeps an opaque session id in

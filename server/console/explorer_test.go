@@ -56,6 +56,7 @@ func TestConsoleApprovalsLiveAndExplorer(t *testing.T) {
 	br.waitVisible("section.approval")
 	require.True(t, br.stillSamePage(), "the approvals page updated by reloading")
 	require.Contains(t, br.text("section.approval"), id.String())
+	br.noOverflow("the approvals page")
 	b.waitRun(t, id, store.RunWaitingApproval, 1)
 
 	br.submit("section.approval button.approve", "#run-status")
