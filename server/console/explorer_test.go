@@ -72,6 +72,9 @@ func TestConsoleApprovalsLiveAndExplorer(t *testing.T) {
 	tx, _, err := node.Client().TransactionByHash(ctx, receipt.TxHash)
 	require.NoError(t, err)
 	require.Equal(t, "0x000000000000000000000000000000000000dEaD", tx.To().Hex())
+	br.waitVisible("tr.step a.explorer-block")
+	require.Equal(t, fmt.Sprintf("https://explorer.example/block/%d", receipt.BlockNumber.Int64()),
+		run(br, chromedp.AttributeValue(chromedp.CSS("tr.step a.explorer-block"), "href")).Value, "the block that mined it")
 	br.noOverflow("a run page with a transaction")
 
 	// An event run's trigger block links to the explorer's block page (the

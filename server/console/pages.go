@@ -93,9 +93,10 @@ func (c *Console) listPage(w http.ResponseWriter, r *http.Request, sess *session
 // and the links of its River job and its transaction's explorer page.
 type stepRow struct {
 	*store.StepRun
-	Tx     *store.RelayerTx
-	TxURL  string
-	JobURL string
+	Tx       *store.RelayerTx
+	TxURL    string
+	BlockURL string // the block that mined it
+	JobURL   string
 }
 
 func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -181,6 +182,9 @@ func (c *Console) stepRows(r *http.Request, id uuid.UUID, steps []*store.StepRun
 			rows[i].Tx = t
 			if t != nil && t.Hash != nil {
 				rows[i].TxURL = c.network(t.ChainID).ExplorerTx(*t.Hash)
+			}
+			if t != nil && t.MinedBlock != nil {
+				rows[i].BlockURL = c.network(t.ChainID).ExplorerBlock(*t.MinedBlock)
 			}
 		}
 	}
