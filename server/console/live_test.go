@@ -160,6 +160,15 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 		require.Contains(t, args, steps[i], "job %s is step %s's", m[1], steps[i])
 	}
 
+	// The link opens that job's page in River UI, on the session.
+	br.do(chromedp.Navigate(b.srv.URL + links[0]))
+	require.Eventually(t, func() bool {
+		ctx, cancel := br.timeout()
+		defer cancel()
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		return err == nil && strings.Contains(text, "rflow.step") && strings.Contains(text, id.String())
+	}, 30*time.Second, 100*time.Millisecond, "River UI shows the step's job")
+
 	// The runs list shows a run started after it was opened.
 	br.open(b.srv.URL+"/ui/", "table.runs")
 	br.markPage()
