@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
-	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/workflow"
@@ -47,7 +46,7 @@ func TestConsoleApprovalsLiveAndExplorer(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(explorerProject, node.URL, anviltest.DevKeys[3])), 0o600))
 	p, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(t, err)
-	b := serve(t, p, func(c *server.Config) { c.Networks = p.Networks })
+	b := serve(t, p)
 
 	br.login(b.srv.URL, testToken, "table.runs, p.empty")
 	br.open(b.srv.URL+"/ui/approvals", "#approvals-live p.empty")
