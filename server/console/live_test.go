@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -219,6 +220,17 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 	br.submit("#run-submit", "#run-status")
 	require.Equal(t, first, runOnPage(t, br), "the same key lands on the same run")
 	require.Equal(t, before+1, runsOf("once"), "one run for one key")
+
+	// Without JavaScript the form works as it is (and nothing polls).
+	_, err = chromedp.Call(br.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+	require.NoError(t, err)
+	br.open(b.srv.URL+"/ui/workflows/once", "#run-form")
+	require.Empty(t, run(br, chromedp.Evaluate[string](`document.documentElement.dataset.live || ''`)), "console.js did not run")
+	br.submit("#run-submit", "#run-status")
+	require.NotEqual(t, first, runOnPage(t, br), "a fresh key is a new run")
+	require.Equal(t, before+2, runsOf("once"))
+	_, err = chromedp.Call(br.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false})
+	require.NoError(t, err)
 
 	// A session that ends stops the updates, and says so.
 	br.open(b.srv.URL+"/ui/runs/"+id.String(), "#run-status")
