@@ -270,7 +270,7 @@ func (l *loader) include(n *node) []*node {
 
 func (l *loader) network(n *node) {
 	m := l.fields(n, "network", "name", "chain_id", "rpc", "ws", "confirmations", "block_poll_interval", "max_block_range",
-		"finality", "currency")
+		"finality", "currency", "explorer")
 	if m == nil {
 		return
 	}
@@ -316,6 +316,7 @@ func (l *loader) network(n *node) {
 	}
 	l.networkFinality(m["finality"], net)
 	l.networkCurrency(m["currency"], net)
+	l.networkExplorer(m["explorer"], net)
 	l.p.Networks = append(l.p.Networks, net)
 }
 

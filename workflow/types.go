@@ -121,6 +121,10 @@ type Network struct {
 	// Currency is the unit native amounts on the network are shown in
 	// (currency: { symbol, decimals }; ETH with 18 decimals by default).
 	Currency units.Unit
+	// Explorer is the base URL of the network's block explorer (explorer:,
+	// https, no trailing slash), or "": the console links transactions and
+	// blocks to it.
+	Explorer string
 	Pos      Position
 }
 
