@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -237,17 +238,27 @@ func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Re
 	return sum
 }
 
-// tokenAmountText shows the amount argument of a token transfer in the
-// token's unit, where the project file declares it: the same argument a
-// budget on the token counts (the last of transfer, transferFrom, approve).
+// tokenAmountText shows the token amounts among a call's arguments in the
+// token's unit, where the project file declares it (token: on the called
+// contract): the argument a budget on the token counts (the last of
+// transfer, transferFrom, approve) and any uint256 named amount, value or
+// wad (mint, burn, deposit, withdraw and the like).
 func (e *Engine) tokenAmountText(send *workflow.Send, args []ApprovalArg) {
 	c := e.project.Contract(send.Contract)
-	if c == nil || c.Token == nil || len(args) == 0 {
+	if c == nil || c.Token == nil {
 		return
 	}
-	switch send.Function {
-	case "transfer", "transferFrom", "approve":
-		if a := &args[len(args)-1]; a.Type == "uint256" {
+	for i := range args {
+		a := &args[i]
+		if a.Type != "uint256" {
+			continue
+		}
+		counted := i == len(args)-1 && (send.Function == "transfer" || send.Function == "transferFrom" || send.Function == "approve")
+		switch strings.ToLower(strings.TrimLeft(a.Name, "_")) {
+		case "amount", "value", "wad":
+			counted = true
+		}
+		if counted {
 			a.Text = c.Token.FormatText(a.Value)
 		}
 	}

@@ -53,3 +53,48 @@ func TestApprovalSummaryBeforeUnits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "call Token.transfer(0xdEaD, 1.5 USDC (1500000)) from ops on local", sum.OneLine())
 }
+
+// tokenCallProject: a gated call of Vault.refund(to, amount) on a contract
+// declared a token of 6 decimals (the arguments of startGatesWith, in order).
+const tokenCallProject = `
+name: gates
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms }
+wallets:
+  - { name: ops, private_key: "0x%s" }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q, token: { symbol: VLT, decimals: 6 } }
+notifiers:
+  - { name: pager, webhook: "%s/page" }
+workflows:
+  - name: gated
+    trigger: { manual: {} }
+    steps:
+      - id: pay
+        send:
+          wallet: ops
+          contract: Vault
+          function: refund
+          args: ["0x000000000000000000000000000000000000dEaD", 1500000]
+          approval: { timeout: %s, on_timeout: %s, notify: pager }
+`
+
+// TestApprovalNoticeTokenAmount: the amount argument of a gated call on a
+// contract with token: reads in the token's unit in the summary and the
+// notice; the raw argument stays as it was.
+func TestApprovalNoticeTokenAmount(t *testing.T) {
+	t.Parallel()
+	b := startGatesWith(t, tokenCallProject, "1h", "reject")
+	ap := b.parked(t, b.manual(t, "gated", "token", nil))
+	sum, err := jobs.DecodeApprovalSummary(ap.Summary)
+	require.NoError(t, err)
+	require.Len(t, sum.Args, 2)
+	require.Equal(t, jobs.ApprovalArg{Name: "amount", Type: "uint256", Value: "1500000", Text: "1.5 VLT (1500000)"}, sum.Args[1])
+	require.Empty(t, sum.Args[0].Text, "an address is no amount")
+	require.Eventually(t, func() bool { return len(b.recv.got("/page")) == 1 }, 10*time.Second, 20*time.Millisecond)
+	var page struct {
+		Text string `json:"text"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(b.recv.got("/page")[0].Body), &page))
+	require.Contains(t, page.Text, "call Vault.refund(0x000000000000000000000000000000000000dEaD, 1.5 VLT (1500000)) from ops on local")
+}
