@@ -33,13 +33,16 @@ type ExceededError struct {
 	Spent    *big.Int
 	Reserved *big.Int
 	Amount   *big.Int
-	Unit     units.Unit // the budget's, for the message
+	Unit     units.Unit // the budget's, for the message; zero: bare integers
 }
 
 func (e *ExceededError) Error() string {
-	u := Unit("", e.Unit)
+	show := func(v *big.Int) string { return v.String() }
+	if e.Unit != (units.Unit{}) {
+		show = e.Unit.Format
+	}
 	return fmt.Sprintf("budget_exceeded: %s cap %s, spent %s, reserved %s, this send %s",
-		e.Budget, e.Cap, u.Format(e.Spent), u.Format(e.Reserved), u.Format(e.Amount))
+		e.Budget, e.Cap, show(e.Spent), show(e.Reserved), show(e.Amount))
 }
 
 // Declare records the budgets of wf (cap and window as now declared), so

@@ -22,13 +22,16 @@ import (
 
 // amountsProject: pipeline sends 0.0292 of the network's currency (tETH,
 // declared with currency:) under a 0.5 tETH budget; idle has a 10,000 tETH
-// budget and sends nothing.
+// budget and a 2.5 VLT one (Vault declared a 6-decimal token) and sends
+// nothing.
 const amountsProject = `
 name: amounts
 networks:
   - { name: local, chain_id: 31337, rpc: %q, confirmations: 1, block_poll_interval: 100ms, currency: { symbol: tETH, decimals: 18 } }
 wallets:
   - { name: ops, private_key: %q }
+contracts:
+  - { name: Vault, abi: ./Vault.json, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3", token: { symbol: VLT, decimals: 6 } }
 workflows:
   - name: pipeline
     trigger: { manual: {} }
@@ -38,7 +41,9 @@ workflows:
         send: { wallet: ops, to: %q, value: "${{ ether('0.0292') }}", budget: petty }
   - name: idle
     trigger: { manual: {} }
-    budgets: [{ name: reserve, asset: native, cap: "10000 ether", window: 1h }]
+    budgets:
+      - { name: reserve, asset: native, cap: "10000 ether", window: 1h }
+      - { name: vault, asset: Vault, cap: "2500000", window: 1h }
     steps:
       - id: nothing
         noop: {}
@@ -53,7 +58,9 @@ func TestAmountsInUnits(t *testing.T) {
 	ctx := context.Background()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
 	to := common.HexToAddress("0x00000000000000000000000000000000a11ce5e7")
-	config := filepath.Join(t.TempDir(), "rflow.yaml")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	config := filepath.Join(dir, "rflow.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(amountsProject, node.URL, "0x"+anviltest.DevKeys[3], to.Hex())), 0o644))
 	dbURL := storetest.URL(t)
 	pool, err := pgxpool.New(ctx, dbURL)
@@ -76,8 +83,10 @@ func TestAmountsInUnits(t *testing.T) {
 	out, errOut, code := rflowCmd(t, "--database-url", dbURL, "budgets", "ls", "-c", config)
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 3, out)
-	idle, petty := lines[1], lines[2]
+	require.Len(t, lines, 4, out)
+	idle, vault, petty := lines[1], lines[2], lines[3]
+	require.Contains(t, vault, "idle      vault    Vault (VLT)    1h0m0s")
+	require.Contains(t, vault, "2.5    VLT (2500000)", "a token budget reads in its token: unit")
 	t.Logf("budgets ls:\n%s", out)
 	require.Contains(t, idle, "idle      reserve  native (tETH)  1h0m0s")
 	require.Contains(t, petty, "pipeline  petty    native (tETH)  24h0m0s")
@@ -92,10 +101,12 @@ func TestAmountsInUnits(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	var rows []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
-	require.Equal(t, "29200000000000000", rows[1]["spent"], "raw fields keep their type")
-	require.Equal(t, "500000000000000000", rows[1]["cap"])
-	require.Equal(t, "0.5 ether", rows[1]["cap_text"])
-	require.Equal(t, map[string]any{"symbol": "tETH", "decimals": float64(18), "base": "wei"}, rows[1]["unit"])
+	require.Len(t, rows, 3)
+	require.Equal(t, "29200000000000000", rows[2]["spent"], "raw fields keep their type")
+	require.Equal(t, "500000000000000000", rows[2]["cap"])
+	require.Equal(t, "0.5 ether", rows[2]["cap_text"])
+	require.Equal(t, map[string]any{"symbol": "tETH", "decimals": float64(18), "base": "wei"}, rows[2]["unit"])
+	require.Equal(t, map[string]any{"symbol": "VLT", "decimals": float64(6)}, rows[1]["unit"])
 
 	out, errOut, code = rflowCmd(t, "--database-url", dbURL, "runs", "show", run.ID.String())
 	require.Equal(t, 0, code, errOut)
