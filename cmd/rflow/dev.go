@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -190,22 +189,20 @@ func dev(c *cli.Context) error {
 	}
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
-	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
-	reloadCtx, stopReload := context.WithCancel(ctx)
-	var reloading sync.WaitGroup
-	defer func() { stopReload(); reloading.Wait() }()
-	return runEngine(ctx, engineOptions{
-		db: db, project: project, logger: logger, listener: ln, apiToken: token.value,
-		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
-		ready: func(e *jobs.Engine) {
+	check := func(ctx context.Context, p *workflow.Project) error { return checkNetworks(ctx, p, logger) }
+	gens := &devGenerations{
+		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, workers: c.Int("workers"),
+			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall")},
+		watch: newProjectWatch(dir, load, check, view),
+		view:  view,
+		first: func(e *jobs.Engine) {
 			ready(e)
 			if ln != nil {
 				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint())
 			}
-			reloading.Add(1)
-			go func() { defer reloading.Done(); files.run(reloadCtx) }()
 		},
-	})
+	}
+	return gens.run(ctx, project)
 }
 
 // consoleURL is where a browser on this machine opens the console served

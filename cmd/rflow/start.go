@@ -197,6 +197,9 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(e *jobs.Engine)
+	// deploy, when set, replaces the start-up sync (SyncWorkflows): a
+	// reload of rflow dev deploys its file on purpose, rollbacks included.
+	deploy func(ctx context.Context, e *jobs.Engine) error
 	// readyStall is how long a chain task (a network's head, a trigger, a
 	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
@@ -224,6 +227,9 @@ func deployProject(ctx context.Context, o engineOptions, backends map[uint64]rel
 	engine, err := migratedEngine(ctx, o, backends)
 	if err != nil {
 		return nil, err
+	}
+	if o.deploy != nil {
+		return engine, o.deploy(ctx, engine)
 	}
 	synced, err := engine.SyncWorkflows(ctx)
 	if err != nil {
