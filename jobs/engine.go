@@ -137,16 +137,16 @@ type engineRiver struct {
 // compiled plans of the generations in use, the HTTP client of http_call
 // and notify, the environment expressions read and the crash points.
 type engineSteps struct {
-	kinds    map[string]stepKind
-	plansMu  sync.Mutex
-	plans    map[string]*plan
+	kinds   map[string]stepKind
+	plansMu sync.Mutex
+	plans   map[string]*plan
 	// uncompiled are the generations (name@generation) already logged as
 	// not compiling against this project (warnUncompiled), under plansMu.
 	uncompiled map[string]bool
-	http     *http.Client
-	envVars  map[string]any
-	maxJumps int
-	faults   *fault.Set
+	http       *http.Client
+	envVars    map[string]any
+	maxJumps   int
+	faults     *fault.Set
 }
 
 // engineRelayer is the embedded relayer the sends go through (nil for an
