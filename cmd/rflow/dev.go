@@ -134,14 +134,9 @@ func dev(c *cli.Context) error {
 	}
 	defer ch.close()
 
-	path := src.path
+	path, kept := src.path, false
 	if path == "" {
-		dir, err := os.MkdirTemp("", "rflow-quickstart-")
-		if err != nil {
-			return fmt.Errorf("project directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		if path, err = quickstart.WriteTo(dir); err != nil {
+		if path, kept, err = quickstartCopy(); err != nil {
 			return err
 		}
 	}
@@ -183,6 +178,13 @@ func dev(c *cli.Context) error {
 	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
 	dir := filepath.Dir(path)
 	view.banner(project, src.desc, dir, db, ch, endpoint.url, ln)
+	if src.path == "" {
+		how := "written for this session"
+		if kept {
+			how = "as you left it"
+		}
+		view.printf("quickstart files in %s, %s: they stay between sessions (delete the folder for the original)", dir, how)
+	}
 	if discarded.Discarded {
 		view.printf("new dev chain: the previous session's chain is gone; its %d runs stay in history, %d in-flight runs were ended",
 			discarded.Runs, discarded.Ended)
@@ -243,6 +245,19 @@ func (t devToken) hint() string {
 		return "log in with token " + t.value + "; set RFLOW_API_TOKEN to choose one"
 	}
 	return "log in with $RFLOW_API_TOKEN"
+}
+
+// quickstartCopy is where rflow dev keeps its copy of the quickstart: in
+// the folder of the project's embedded database, whatever database the
+// session uses, so edits outlive the session. Files missing there are
+// written; kept reports whether every one was there already.
+func quickstartCopy() (path string, kept bool, err error) {
+	base, err := embeddedDataDir(quickstartName)
+	if err != nil {
+		return "", false, err
+	}
+	path, written, err := quickstart.WriteMissing(filepath.Join(base, "project"))
+	return path, written == 0, err
 }
 
 // quickstartName is the quickstart project's name: it keys the embedded
