@@ -191,7 +191,12 @@ func dev(c *cli.Context) error {
 	}
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
-	check := func(ctx context.Context, p *workflow.Project) error { return checkNetworks(ctx, p, logger) }
+	check := func(ctx context.Context, p *workflow.Project) error {
+		if err := checkNetworks(ctx, p, logger); err != nil {
+			return err
+		}
+		return checkInFlight(ctx, db.Pool, p)
+	}
 	gens := &devGenerations{
 		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, workers: c.Int("workers"),
 			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall")},

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
@@ -144,6 +146,35 @@ func (g *devGenerations) generationUp(gen int, change *projectChange) {
 	}
 	g.view.printf("%s reloaded %s: project generation %d runs (%d workflow(s); runs in flight keep their workflow generation)",
 		g.view.stamp(time.Now()), change.files, gen, len(change.project.Workflows))
+}
+
+// checkInFlight refuses a project that cannot finish the runs in flight:
+// each runs on the generation it was claimed under, which the new project
+// must still compile (a contract, wallet or notifier it names must stay).
+func checkInFlight(ctx context.Context, pool *pgxpool.Pool, p *workflow.Project) error {
+	gens, err := store.InFlightGenerations(ctx, pool)
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, g := range gens {
+		spec, fromAPI, err := store.WorkflowSpec(ctx, pool, g.Workflow, g.Generation)
+		if err != nil {
+			return err
+		}
+		origin := workflow.OriginFile
+		if fromAPI {
+			origin = workflow.OriginAPI
+		}
+		if _, err := workflow.CompileSpec(p, spec, origin); err != nil {
+			problems = append(problems, fmt.Sprintf("%s generation %d has %d run(s) in flight, which the new project cannot finish: %v",
+				g.Workflow, g.Generation, g.Runs, err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s (let them finish, or cancel them with rflow runs cancel, then save again)", strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // relisten listens again on the address of ln, which the previous

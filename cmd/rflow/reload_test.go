@@ -98,3 +98,44 @@ func TestDevReloadsTheWholeProject(t *testing.T) {
 	require.NotContains(t, out, "level=WARN", "warnings beside the reload")
 	p.stop(t)
 }
+
+// An edit that validates but would strand runs in flight (their
+// generation names a contract the edit renames) is refused whole, and the
+// previous generation keeps running them.
+func TestDevRefusesAProjectThatStrandsRunsInFlight(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, f := range []string{"rflow.yaml", "abis/Emitter.json"} {
+		b, err := os.ReadFile(filepath.Join("../../examples/saga", f))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	dbURL := storetest.URL(t)
+	p := startRflowArgs(t, nil, "--database-url", dbURL, "dev", "--project", dir, "--http", "127.0.0.1:0",
+		"--emit-every", "1s", "--chain", devchain.BackendSimulated)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rflow dev said:\n%s", p.out)
+		}
+	})
+	require.Eventually(t, func() bool { return len(runIDs(t, dbURL, "--status", "waiting_event")) > 0 },
+		60*time.Second, 200*time.Millisecond, "no saga run waits")
+
+	file := filepath.Join(dir, "rflow.yaml")
+	src, err := os.ReadFile(file)
+	require.NoError(t, err)
+	renamed := strings.ReplaceAll(string(src), "Vault", "Vault2")
+	require.NoError(t, os.WriteFile(file, []byte(renamed), 0o644))
+	require.Eventually(t, func() bool {
+		out := p.out.String()
+		return strings.Contains(out, "not reloaded rflow.yaml (the previous generation keeps running): deposit-claimed generation 1 has") &&
+			strings.Contains(out, "which the new project cannot finish")
+	}, 20*time.Second, 100*time.Millisecond)
+	// The waiting runs still finish through their claims.
+	before := len(runIDs(t, dbURL, "--status", "completed"))
+	require.Eventually(t, func() bool { return len(runIDs(t, dbURL, "--status", "completed")) > before },
+		30*time.Second, 200*time.Millisecond)
+	require.NotContains(t, p.out.String(), "project generation 2")
+	p.stop(t)
+}
