@@ -35,7 +35,9 @@ func devCommand() *cli.Command {
 		Usage: "run the quickstart example on an embedded Postgres and an embedded dev chain",
 		Description: "Starts an embedded Postgres (data in $XDG_DATA_HOME/rflow/<project>, else ~/.local/share/rflow/<project>,\n" +
 			"or /var/lib/rflow/<project> as root), a dev chain that emits Deposit events, and the examples/quickstart\n" +
-			"workflows (project quickstart), or with --project your project's, and prints runs as they go.\n" +
+			"workflows (project quickstart; its copy in <data>/rflow/quickstart/project keeps your edits), or with --project\n" +
+			"your project's, and prints runs as they go. A saved edit of any project file, rflow.yaml included, reloads the\n" +
+			"whole project as a new generation, or is refused with its problems at file:line:col while the old one runs on.\n" +
 			"--database-url uses your database instead. --rpc uses your node instead of the dev chain: the\n" +
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
 			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +
