@@ -270,7 +270,7 @@ func (l *loader) include(n *node) []*node {
 
 func (l *loader) network(n *node) {
 	m := l.fields(n, "network", "name", "chain_id", "rpc", "ws", "confirmations", "block_poll_interval", "max_block_range",
-		"finality")
+		"finality", "explorer")
 	if m == nil {
 		return
 	}
@@ -315,6 +315,7 @@ func (l *loader) network(n *node) {
 		}
 	}
 	l.networkFinality(m["finality"], net)
+	l.networkExplorer(m["explorer"], net)
 	l.p.Networks = append(l.p.Networks, net)
 }
 

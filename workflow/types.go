@@ -117,6 +117,10 @@ type Network struct {
 	// finalized block tags: FinalityTags, FinalityNone, or "" (not
 	// declared: rflow start asks the node).
 	Finality string
+	// Explorer is the base URL of the network's block explorer (explorer:,
+	// https, no trailing slash), or "": the console links transactions and
+	// blocks to it.
+	Explorer string
 	Pos      Position
 }
 
