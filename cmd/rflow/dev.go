@@ -25,6 +25,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/examples/quickstart"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server/console"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -201,7 +202,8 @@ func dev(c *cli.Context) error {
 	}
 	gens := &devGenerations{
 		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, workers: c.Int("workers"),
-			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall")},
+			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
+			sessions: console.NewSessions(0)}, // a reload logs nobody out of the console
 		watch: newProjectWatch(dir, load, check, view),
 		view:  view,
 		first: func(e *jobs.Engine) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -67,6 +69,17 @@ func TestDevReloadsTheWholeProject(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return completed("on-deposit") > 0 }, 60*time.Second, 200*time.Millisecond)
 
+	// A console login made before the reload still holds after it.
+	console := bannerConsole.FindStringSubmatch(p.out.String())
+	require.NotNil(t, console, "rflow dev printed no console URL")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.PostForm(console[1]+"login", url.Values{"token": {console[2]}})
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Len(t, res.Cookies(), 1)
+	cookie := res.Cookies()[0]
+
 	file := filepath.Join(dir, "rflow.yaml")
 	src, err := os.ReadFile(file)
 	require.NoError(t, err)
@@ -77,6 +90,19 @@ func TestDevReloadsTheWholeProject(t *testing.T) {
 		return strings.Contains(p.out.String(), "reloaded rflow.yaml: project generation 2 runs (2 workflow(s)")
 	}, 30*time.Second, 100*time.Millisecond)
 	require.Contains(t, p.out.String(), "reloaded rflow.yaml: workflow=vault-watch generation 1")
+	status := 0
+	require.Eventually(t, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, console[1], nil)
+		req.AddCookie(cookie)
+		res, err := noFollow.Do(req)
+		if err != nil {
+			return false // the new generation's server is not up yet
+		}
+		res.Body.Close()
+		status = res.StatusCode
+		return true
+	}, 10*time.Second, 100*time.Millisecond)
+	require.Equal(t, http.StatusOK, status, "the reload logged the console out")
 	require.Eventually(t, func() bool { return completed("vault-watch") > 0 }, 30*time.Second, 200*time.Millisecond,
 		"the workflow added with its contract and notifier never ran")
 
