@@ -18,12 +18,15 @@ import (
 )
 
 // projectAdditions adds to the scaffold's rflow.yaml a second contract (the
-// same Emitter, as Vault), a notifier and a workflow that uses both.
+// same Emitter, as Vault), a wallet, a notifier and a workflow that uses
+// them all (its send goes through the new wallet).
 const projectAdditions = `  - name: Vault
     abi: ./abis/Emitter.json
     network: local
     address: ${RFLOW_DEV_CONTRACT:-0x5FbDB2315678afecb367f032d93F642f64180aa3}
     start_block: ${RFLOW_DEV_START_BLOCK:-0}
+wallets:
+  - { name: ops, private_key: "${RFLOW_DEV_WALLET_KEY}" }
 notifiers:
   - { name: pager, webhook: "${RFLOW_DEV_ENDPOINT:-http://127.0.0.1:1}/dev/notify" }
 workflows:
@@ -35,12 +38,14 @@ workflows:
     steps:
       - id: hello
         notify: { webhook: "${RFLOW_DEV_ENDPOINT:-http://127.0.0.1:1}/dev/notify", text: "vault saw ${{ event.amount }}" }
+      - id: thank
+        send: { wallet: ops, contract: Vault, function: claim, args: ["${{ event.amount }}"], confirmations: 1 }
 `
 
 // TestDevReloadsTheWholeProject edits rflow.yaml under a running `rflow
-// dev --project` (a real process): a new contract, notifier and a workflow
-// using them is a new generation of the whole project, and the new
-// workflow's runs complete; an edit that does not validate is refused once,
+// dev --project` (a real process): a new contract, wallet, notifier and a
+// workflow using them is a new generation of the whole project, and the new
+// workflow's runs complete, sends included; an edit that does not validate is refused once,
 // at file:line:col, and both workflows keep running; no warning repeats.
 func TestDevReloadsTheWholeProject(t *testing.T) {
 	t.Parallel()
@@ -107,8 +112,8 @@ func TestDevReloadsTheWholeProject(t *testing.T) {
 		"the workflow added with its contract and notifier never ran")
 
 	// Invalid: the contract's network does not exist. Refused whole, once.
-	broken := strings.Replace(v2, "    network: local\n    address: ${RFLOW_DEV_CONTRACT:-0x5FbDB2315678afecb367f032d93F642f64180aa3}\n    start_block: ${RFLOW_DEV_START_BLOCK:-0}\nnotifiers:",
-		"    network: nowhere\n    address: ${RFLOW_DEV_CONTRACT:-0x5FbDB2315678afecb367f032d93F642f64180aa3}\n    start_block: ${RFLOW_DEV_START_BLOCK:-0}\nnotifiers:", 1)
+	broken := strings.Replace(v2, "    network: local\n    address: ${RFLOW_DEV_CONTRACT:-0x5FbDB2315678afecb367f032d93F642f64180aa3}\n    start_block: ${RFLOW_DEV_START_BLOCK:-0}\nwallets:",
+		"    network: nowhere\n    address: ${RFLOW_DEV_CONTRACT:-0x5FbDB2315678afecb367f032d93F642f64180aa3}\n    start_block: ${RFLOW_DEV_START_BLOCK:-0}\nwallets:", 1)
 	require.NotEqual(t, v2, broken)
 	require.NoError(t, os.WriteFile(file, []byte(broken), 0o644))
 	refusal := regexp.MustCompile(`not reloaded rflow\.yaml \(the previous generation keeps running\): \d+ problem\(s\)\n\s+\S*rflow\.yaml:\d+:\d+: [^\n]*nowhere`)
