@@ -84,6 +84,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
+	// Sessions, when set, is the table of logins to use (NewSessions):
+	// one shared with earlier consoles of the process keeps their logins;
+	// SessionTTL is then the table's.
+	Sessions *Sessions
 }
 
 // Console serves the /ui/ pages. Create it with New.
@@ -102,9 +106,13 @@ func New(cfg Config) (*Console, error) {
 		return nil, errors.New("console: a pool, an engine and the command API are required")
 	}
 	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
+		cfg.SessionTTL = defaultSessionTTL
 	}
-	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: newSessions(cfg.SessionTTL), throttle: access.NewThrottle()}
+	if cfg.Sessions == nil {
+		cfg.Sessions = newSessions(cfg.SessionTTL)
+	}
+	cfg.SessionTTL = cfg.Sessions.ttl // the cookie lasts as long as the login
+	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: cfg.Sessions, throttle: access.NewThrottle()}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
