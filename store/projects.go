@@ -131,6 +131,23 @@ func (p ProjectNames) Split(stored string) (project, local string) {
 	return project, local
 }
 
+// qualifiedEverywhere is local's stored name in every registered project
+// (the bare name alone on a database without rflow.projects rows).
+func qualifiedEverywhere(ctx context.Context, db DBTX, local string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT prefix || $1 FROM rflow.projects ORDER BY 1`, local)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s in every project: %w", local, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s in every project: %w", local, err)
+	}
+	if len(names) == 0 {
+		names = []string{local}
+	}
+	return names, nil
+}
+
 func registeredNamespace(ctx context.Context, db DBTX, project string) (Namespace, bool, error) {
 	var prefix string
 	err := db.QueryRow(ctx, `SELECT prefix FROM rflow.projects WHERE name = $1`, project).Scan(&prefix)

@@ -190,14 +190,25 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		return fmt.Sprintf("$%d", len(args))
 	}
 	var order []string
-	workflow := f.Workflow
-	if workflow != "" && !f.AllProjects && !IsRehearsal(workflow) {
-		workflow = f.Namespace.Qualify(workflow)
+	names := []string{f.Workflow}
+	switch {
+	case f.Workflow == "" || IsRehearsal(f.Workflow):
+	case f.AllProjects:
+		// The workflow of that name in every project: its order is then
+		// created_at's alone.
+		var err error
+		if names, err = qualifiedEverywhere(ctx, db, f.Workflow); err != nil {
+			return nil, err
+		}
+	default:
+		names = []string{f.Namespace.Qualify(f.Workflow)}
 	}
 	switch {
 	case f.Workflow != "":
-		where = append(where, "workflow_name = ANY("+arg([]string{workflow})+")")
-		order = append(order, "workflow_name")
+		where = append(where, "workflow_name = ANY("+arg(names)+")")
+		if len(names) == 1 {
+			order = append(order, "workflow_name")
+		}
 		if f.Status != "" {
 			where = append(where, fmt.Sprintf("status BETWEEN %s AND %[1]s", arg(f.Status)))
 			order = append(order, "status")
@@ -244,12 +255,12 @@ func ListRuns(ctx context.Context, db DBTX, f RunFilter) ([]*Run, error) {
 		}
 		return runs, nil
 	}
-	names, err := LoadProjectNames(ctx, db)
+	projects, err := LoadProjectNames(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	for _, r := range runs {
-		r.Project, r.Workflow = names.Split(r.Workflow)
+		r.Project, r.Workflow = projects.Split(r.Workflow)
 	}
 	return runs, nil
 }
