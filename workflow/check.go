@@ -43,6 +43,12 @@ type typ struct {
 	// for reading a field an object does not have.
 	unknownField string
 	elem         *typ // tList, tMap
+	// abi marks an integer an ABI declared (uint256, int8, …): request
+	// bodies write it as a decimal string at every magnitude (json_typed.go).
+	abi bool
+	// order is the fields of an ABI result or tuple by position, so that
+	// x[0] reads the first (index.go).
+	order []string
 }
 
 var (
@@ -72,7 +78,7 @@ func (t *typ) stringy() bool {
 func abiTyp(t abi.Type) *typ {
 	switch t.T {
 	case abi.IntTy, abi.UintTy:
-		return &typ{kind: tInt, name: t.String()}
+		return &typ{kind: tInt, name: t.String(), abi: true}
 	case abi.BoolTy:
 		return boolT
 	case abi.StringTy:
