@@ -366,7 +366,9 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 }
 
 // methodResultType is the type of a view call's result: its only output, or
-// an object of named outputs (a list when unnamed).
+// for several an object by name that is also indexable by position
+// (result.reserve0 and result[0], like ethers' Result). An unnamed output
+// is arg<i> by name, as the read trigger decodes it (chain/read.go).
 func methodResultType(m *abi.Method) *typ {
 	switch len(m.Outputs) {
 	case 0:
@@ -375,13 +377,17 @@ func methodResultType(m *abi.Method) *typ {
 		return abiTyp(m.Outputs[0].Type)
 	}
 	fields := map[string]*typ{}
-	for _, o := range m.Outputs {
-		if o.Name == "" {
-			return listT(anyT)
+	order := make([]string, len(m.Outputs))
+	for i, o := range m.Outputs {
+		name := o.Name
+		if name == "" {
+			name = fmt.Sprintf("arg%d", i)
 		}
-		fields[o.Name] = abiTyp(o.Type)
+		fields[name], order[i] = abiTyp(o.Type), name
 	}
-	return objectT(m.Name+" result", fields)
+	t := objectT(m.Name+" result", fields)
+	t.order = order
+	return t
 }
 
 // contractMethod resolves a contract and one of its functions.
