@@ -65,7 +65,7 @@ steps:
 		return out
 	}
 	require.Eventually(t, func() bool { return len(bodies()) == 2 }, 30*time.Second, 50*time.Millisecond, "got %v", bodies())
-	require.Equal(t, []string{"15", "20"}, bodies())
+	require.Equal(t, []string{`"15"`, `"20"`}, bodies(), "the uint256 amounts, as decimal strings")
 
 	deploy(t, pool, e, "late", fmt.Sprintf(`
 name: late
