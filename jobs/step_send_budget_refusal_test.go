@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/gethtest"
 	"github.com/rflow-dev/rflow/chain/rpcproxy"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
@@ -166,4 +167,36 @@ func TestBudgetReleasedWhenTheWalletCannotPay(t *testing.T) {
 func pgxExec(pool *pgxpool.Pool, sql string) error {
 	_, err := pool.Exec(context.Background(), sql)
 	return err
+}
+
+// TestBudgetCountedOnceAcrossAReSignAtTheNodesMinimum: geth raises its
+// pool's minimum tip (miner_setGasPrice) above what its own oracle
+// suggests, so the first broadcast is refused in geth's words with the
+// minimum stated ("gas tip cap 1000000000, minimum needed 5000000000") and
+// the relayer re-signs at it. The refusal released the reservation and
+// the re-signed bytes took the same one back: one reservation, spent once,
+// and the budget still refuses a send it cannot fit.
+func TestBudgetCountedOnceAcrossAReSignAtTheNodesMinimum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := gethtest.Start(t, gethtest.Options{Args: []string{"--http.api", "eth,net,web3,debug,txpool,admin,miner"}})
+	node.Call(nil, "miner_setGasPrice", "0x12a05f200") // 5 gwei
+	b, to := refusalBundle(t, node.URL, gethtest.ChainID, 1, 2, 200*time.Millisecond)
+	run := b.waitRun(t, b.manual(t, "pay", "tip", map[string]any{"wallet": "a"}))
+	require.Equal(t, store.RunCompleted, run.Status, "%v", run.Error)
+	var refused, sent int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sent_at IS NULL), count(*) FILTER (WHERE sent_at IS NOT NULL)
+		FROM relayer.broadcasts`).Scan(&refused, &sent))
+	require.Equal(t, 1, refused, "the first bytes were refused for their tip")
+	require.Equal(t, 1, sent, "and re-signed once")
+	require.Equal(t, map[string]int{"spent": 1}, reservations(t, b.pool))
+	u := budgetUse(t, b.pool, "pay")
+	require.Equal(t, "2000000000", u.Spent.String())
+	require.Equal(t, "0", u.Reserved.String())
+	bal, err := node.Client().BalanceAt(ctx, to, nil)
+	require.NoError(t, err)
+	require.Equal(t, "2000000000", bal.String())
+	over := b.waitRun(t, b.manual(t, "pay", "over", map[string]any{"wallet": "b"}))
+	require.Equal(t, store.RunFailed, over.Status)
+	require.Contains(t, *over.Error, "budget_exceeded", "the budget still counts the re-signed send")
 }
