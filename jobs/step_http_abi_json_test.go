@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/server"
+	"github.com/rflow-dev/rflow/store"
 )
 
 // TestABIIntegersAreDecimalStringsInBodies: a Deposit of 42 wei on a real
@@ -22,7 +25,7 @@ func TestABIIntegersAreDecimalStringsInBodies(t *testing.T) {
 	node := anviltest.Start(t, anviltest.Options{})
 	em := anviltest.DeployEmitter(t, node)
 	recv := newReceiver(t)
-	chainBundle(t, fmt.Sprintf(`
+	pool, _ := chainBundle(t, fmt.Sprintf(`
 name: typed
 networks:
   - { name: local, chain_id: 31337, rpc: %q, confirmations: 0, block_poll_interval: 100ms }
@@ -78,4 +81,18 @@ workflows:
 	require.NoError(t, json.Unmarshal([]byte(recv.got("/notice")[0].Body), &notice))
 	require.Equal(t, "42", notice["amount"])
 	require.IsType(t, float64(0), notice["block"])
+
+	// The API and -o json show the run's trigger by the same rule; the
+	// journal keeps the exact number.
+	runs, err := store.ListRuns(context.Background(), pool, store.RunFilter{Workflow: "typed"})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	var shown, journal struct {
+		Event map[string]any `json:"event"`
+	}
+	require.NoError(t, json.Unmarshal(server.NewRun(runs[0]).Trigger, &shown))
+	require.Equal(t, "42", shown.Event["amount"])
+	require.IsType(t, float64(0), shown.Event["block"])
+	require.NoError(t, json.Unmarshal(runs[0].Trigger, &journal))
+	require.Equal(t, float64(42), journal.Event["amount"])
 }

@@ -155,8 +155,12 @@ func TestRunEventFiresASyntheticOccurrence(t *testing.T) {
 		require.True(t, trig.Synthetic)
 		require.Equal(t, `"0x70997970C51812dc3A010C7d01b50e0d17dc79C8"`, string(trig.Event["sender"]))
 		require.Equal(t, "12", string(trig.Event["block"]))
+		// -o json shows the uint256 amount as a decimal string, small or
+		// not; the block, the log's own, stays a number.
 		if id == hugeRun {
-			require.Equal(t, huge.String(), string(trig.Event["amount"]), "the journal keeps the exact number")
+			require.Equal(t, `"`+huge.String()+`"`, string(trig.Event["amount"]))
+		} else {
+			require.Equal(t, `"42"`, string(trig.Event["amount"]))
 		}
 		table, _, code := cli("runs", "show", id)
 		require.Equal(t, 0, code)
