@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // pageSize is how many runs a list page shows.
@@ -122,7 +123,7 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 			return
 		}
 	}
-	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
+	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": trigger.ABIIntegersAsText(run.TriggerKind, run.Trigger),
 		"RetryKey": uuid.NewString(), "Approvals": approvalRows(d.Approvals), "Waits": d.Waits, "Reorgs": reorgs})
 }
 
