@@ -368,7 +368,7 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 // methodResultType is the type of a view call's result: its only output, or
 // for several an object by name that is also indexable by position
 // (result.reserve0 and result[0], like ethers' Result). An unnamed output
-// is arg<i> by name, as the read trigger decodes it (chain/read.go).
+// is arg<i> by name (trigger.ResultNames), as the read trigger decodes it.
 func methodResultType(m *abi.Method) *typ {
 	switch len(m.Outputs) {
 	case 0:
@@ -377,13 +377,9 @@ func methodResultType(m *abi.Method) *typ {
 		return abiTyp(m.Outputs[0].Type)
 	}
 	fields := map[string]*typ{}
-	order := make([]string, len(m.Outputs))
+	order := trigger.ResultNames(m.Outputs)
 	for i, o := range m.Outputs {
-		name := o.Name
-		if name == "" {
-			name = fmt.Sprintf("arg%d", i)
-		}
-		fields[name], order[i] = abiTyp(o.Type), name
+		fields[order[i]] = abiTyp(o.Type)
 	}
 	t := objectT(m.Name+" result", fields)
 	t.order = order
