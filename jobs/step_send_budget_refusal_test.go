@@ -108,7 +108,7 @@ func TestBudgetReleasedWhileTheNodeRefusesTheSend(t *testing.T) {
 
 	run = b.waitRun(t, first)
 	require.Equal(t, store.RunFailed, run.Status)
-	require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei (3000000000), spent 2000000000, reserved 0, this send 2000000000")
+	require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei = 0.000000003 ETH (3000000000 wei), spent 0.000000002 ETH (2000000000 wei), reserved 0 ETH, this send 0.000000002 ETH (2000000000 wei)")
 	bal, err := node.Client().BalanceAt(ctx, to, nil)
 	require.NoError(t, err)
 	require.Equal(t, "2000000000", bal.String(), "only the second send moved value")

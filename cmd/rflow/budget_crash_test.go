@@ -161,7 +161,7 @@ func TestCrashAfterARefusalReleasedTheBudget(t *testing.T) {
 	require.Eventually(t, func() bool {
 		runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 10, Status: store.RunFailed})
 		require.NoError(t, err)
-		return len(runs) == 1 && strings.Contains(*runs[0].Error, "budget_exceeded: petty cap 3 gwei (3000000000), spent 2000000000, reserved 0")
+		return len(runs) == 1 && strings.Contains(*runs[0].Error, "budget_exceeded: petty cap 3 gwei = 0.000000003 ETH (3000000000 wei), spent 0.000000002 ETH (2000000000 wei), reserved 0 ETH")
 	}, 60*time.Second, 100*time.Millisecond, "the cap counts the send once; rflow:\n%s", p.out)
 	p.stop(t)
 
