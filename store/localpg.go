@@ -169,6 +169,9 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 // DataDir is where the cluster keeps its data.
 func (lp *LocalPostgres) DataDir() string { return filepath.Join(lp.dir, "data") }
 
+// LogFile is where the server writes its log.
+func (lp *LocalPostgres) LogFile() string { return filepath.Join(lp.dir, "postgres.log") }
+
 // Port is the loopback TCP port the server listens on.
 func (lp *LocalPostgres) Port() int { return lp.port }
 

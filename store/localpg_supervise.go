@@ -84,7 +84,9 @@ func (lp *LocalPostgres) Supervise(ctx context.Context, o SuperviseOptions) erro
 		if lp.isStopping() || ctx.Err() != nil {
 			return nil
 		}
-		tell(LocalEvent{State: LocalDown, Err: exitReason(cmd.ProcessState.String(), lp.tailLog())})
+		// The exit status, not the log: its last line is a backend's
+		// farewell ("unexpected postmaster exit"), not the cause.
+		tell(LocalEvent{State: LocalDown, Err: errors.New(cmd.ProcessState.String())})
 		if err := lp.comeBack(ctx, cmd.Process.Pid, o, tell); err != nil || ctx.Err() != nil {
 			return err
 		}
@@ -162,13 +164,4 @@ func reapGroup(pgid int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// exitReason says how the server ended: its exit status and its log's
-// last line.
-func exitReason(status, logLine string) error {
-	if logLine == "" || logLine == "no log" {
-		return errors.New(status)
-	}
-	return fmt.Errorf("%s; last log line: %s", status, logLine)
 }

@@ -95,8 +95,10 @@ func dev(c *cli.Context) error {
 	default:
 		return usagef("--chain %q: use auto, simulated or anvil", b)
 	}
-	logger := viewLogger(c)
+	outage := &dbOutage{}
+	logger := slog.New(outage.handler(viewLogger(c).Handler()))
 	view := newDevView(c.App.Writer)
+	view.quiet = outage.quiet
 	ctx := c.Context
 
 	// The port before anything else: taken, it is the one thing to fix.
@@ -128,6 +130,7 @@ func dev(c *cli.Context) error {
 	if err := ownEmbedded(db, src.name); err != nil {
 		return err
 	}
+	fatal := superviseDatabase(ctx, db, outage, view.say)
 
 	ch, err := startDevChain(ctx, c, view, logger)
 	if err != nil {
@@ -197,6 +200,7 @@ func dev(c *cli.Context) error {
 	return runEngine(ctx, engineOptions{
 		db: db, project: project, logger: logger, listener: ln, apiToken: token.value,
 		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
+		fatal: fatal,
 		ready: func(e *jobs.Engine) {
 			ready(e)
 			if ln != nil {

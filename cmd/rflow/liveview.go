@@ -31,6 +31,9 @@ type devView struct {
 	mu  sync.Mutex
 	w   io.Writer
 	tty bool
+	// quiet, when set, says the view's own database errors are not worth
+	// a line now (the embedded database is down, and said so).
+	quiet func() bool
 
 	// notes holds notifications the local endpoint received, by the
 	// request's Idempotency-Key (<run id>:<step key>), until the step's line
@@ -69,6 +72,12 @@ func (v *devView) printf(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	fmt.Fprintf(v.w, format+"\n", args...)
+}
+
+// say prints one line of the view's own (a database outage, say), stamped
+// now.
+func (v *devView) say(s string) {
+	v.printf("%s %s", v.stamp(time.Now()), s)
 }
 
 func (v *devView) stamp(t time.Time) string {
@@ -222,7 +231,7 @@ func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, since time.Time
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := v.poll(ctx, pool, since, seen); err != nil && ctx.Err() == nil {
+		if err := v.poll(ctx, pool, since, seen); err != nil && ctx.Err() == nil && (v.quiet == nil || !v.quiet()) {
 			v.printf("%s live view: %v", v.stamp(time.Now()), err)
 		}
 		select {

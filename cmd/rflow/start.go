@@ -59,6 +59,8 @@ func startCommand() *cli.Command {
 			if watching {
 				logger = viewLogger(c)
 			}
+			outage := &dbOutage{}
+			logger = slog.New(outage.handler(logger.Handler()))
 			project, err := loadProject(c)
 			if err != nil {
 				return err
@@ -101,8 +103,15 @@ func startCommand() *cli.Command {
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 				proxies: proxies, metricsListener: metricsLn,
 			}
+			say := func(s string) { fmt.Fprintln(c.App.ErrWriter, "rflow: "+s) }
+			var view *devView
 			if watching {
-				view := newDevView(c.App.Writer)
+				view = newDevView(c.App.Writer)
+				view.quiet = outage.quiet
+				say = view.say
+			}
+			o.fatal = superviseDatabase(c.Context, db, outage, say)
+			if watching {
 				view.startBanner(project, db, ln)
 				var stop func()
 				o.ready, stop = view.follow(c.Context, db.Pool)
@@ -197,6 +206,9 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(e *jobs.Engine)
+	// fatal ends the engine at once with the error it receives: the
+	// embedded database is gone for good (superviseDatabase).
+	fatal <-chan error
 	// readyStall is how long a chain task (a network's head, a trigger, a
 	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
@@ -358,7 +370,18 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	}
 	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "workers_only", o.workersOnly, "standby", o.standby)
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-o.fatal:
+		// Nothing can reach its journal without the database: no drain.
+		stopTriggers()
+		wg.Wait()
+		stopWork()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = engine.Stop(sctx)
+		return err
+	}
 	stopTriggers()
 	wg.Wait()
 	return drain(o, engine, stopWork)
