@@ -96,9 +96,9 @@ func dev(c *cli.Context) error {
 		return usagef("--chain %q: use auto, simulated or anvil", b)
 	}
 	outage := &dbOutage{}
-	logger := slog.New(outage.handler(viewLogger(c).Handler()))
 	view := newDevView(c.App.Writer)
 	view.quiet = outage.quiet
+	logger := liveLogger(c, view, outage)
 	ctx := c.Context
 
 	// The port before anything else: taken, it is the one thing to fix.
@@ -191,7 +191,8 @@ func dev(c *cli.Context) error {
 		view.printf("new dev chain: the previous session's chain is gone; its %d runs stay in history, %d in-flight runs were ended",
 			discarded.Runs, discarded.Ended)
 	}
-	ready, stopView := view.follow(ctx, db.Pool)
+	view.useProject(project)
+	ready, stopView := view.follow(ctx, db.Pool, panelTitle("rflow dev", project.Name))
 	defer stopView()
 	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
 	reloadCtx, stopReload := context.WithCancel(ctx)

@@ -27,6 +27,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // TestDevRunsQuickstart runs `rflow dev` as a child process on a fresh
@@ -416,8 +417,8 @@ func TestDevViewFormats(t *testing.T) {
 	v.runStatus(run)
 	require.Equal(t, strings.Join([]string{
 		"03:04:05.000 run=" + id.String() + " workflow=on-deposit claimed key=1337:0xabc:0",
-		"03:04:05.014 run=" + id.String() + ` step=score completed took=4ms notify="hello"`,
-		"03:04:05.014 run=" + id.String() + ` step=large failed error="` + boom + `"`,
+		"03:04:05.014 run=" + id.String() + ` workflow=on-deposit step=score completed took=4ms notify="hello"`,
+		"03:04:05.014 run=" + id.String() + ` workflow=on-deposit step=large failed error="` + boom + `"`,
 		"03:04:05.250 run=" + id.String() + " workflow=on-deposit completed took=250ms",
 	}, "\n")+"\n", plain.String())
 	require.NotContains(t, plain.String(), "\x1b[", "no escape codes off a terminal")
@@ -439,6 +440,55 @@ func TestDevViewFormats(t *testing.T) {
 	require.Contains(t, out, "✉")
 	require.Contains(t, out, "hello")
 	require.Equal(t, 5, strings.Count(out, "\n"))
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		require.Contains(t, l, "on-deposit", "every line names its workflow")
+		require.Contains(t, l, "7ec38c27", "every line names its run")
+	}
+}
+
+// Held and waiting runs say so, and until when; reorgs and on_reorg
+// responses are lines of the view.
+func TestDevViewHeldWaitingAndReorgs(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("01a22c94-2585-7a9f-98eb-7e207ec38c27")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	wake := at.Add(5 * time.Second)
+	held := &store.Run{ID: id, Workflow: "saga", Status: store.RunThrottled, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	limited := &store.Run{ID: id, Workflow: "limited", Status: store.RunThrottled, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	delayed := &store.Run{ID: id, Workflow: "saga", Status: store.RunWaitingDelay, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	resp := &store.Response{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000002"), RunID: id, ForkBlock: 41, DecideAt: 43,
+		Status: store.RunPending, UpdatedAt: at}
+	p := &workflow.Project{
+		Networks:  []*workflow.Network{{Name: "local", ChainID: 31337}},
+		Workflows: []*workflow.Workflow{{Name: "saga", Throttle: &workflow.Throttle{Max: 1, Per: time.Minute}}, {Name: "limited", RateLimit: &workflow.RateLimit{Max: 1, Per: time.Minute}}},
+	}
+	show := func(v *devView) {
+		v.useProject(p)
+		v.held(held)
+		v.held(limited)
+		v.runStatus(delayed)
+		v.reorg(store.ReorgEvent{ChainID: 31337, ForkBlock: 41, Depth: 2, OrphanedRuns: 1, DetectedAt: at})
+		v.response(held, resp)
+	}
+	var plain bytes.Buffer
+	show(newDevView(&plain))
+	require.Equal(t, strings.Join([]string{
+		"03:04:05.000 run=" + id.String() + ` workflow=saga throttled guard="throttled" until=2026-01-02T03:04:10Z`,
+		"03:04:05.000 run=" + id.String() + ` workflow=limited throttled guard="rate-limited" until=2026-01-02T03:04:10Z`,
+		"03:04:05.000 run=" + id.String() + " workflow=saga waiting_delay until=2026-01-02T03:04:10Z",
+		"03:04:05.000 reorg network=local chain_id=31337 fork_block=41 depth=2 orphaned_runs=1",
+		"03:04:05.000 run=" + id.String() + " workflow=saga on_reorg=" + resp.ID.String() + " status=pending fork_block=41 decide_at=43",
+	}, "\n")+"\n", plain.String())
+
+	var tidy bytes.Buffer
+	show(&devView{w: &tidy, tty: true})
+	out := regexp.MustCompile("\x1b\\[[0-9;]*[a-zA-Z]").ReplaceAllString(tidy.String(), "")
+	wakeLocal := wake.Local().Format("15:04:05")
+	require.Contains(t, out, "⏸ throttled until "+wakeLocal)
+	require.Contains(t, out, "⏸ rate-limited until "+wakeLocal)
+	require.Contains(t, out, "⏸ waiting: delay until "+wakeLocal)
+	require.Contains(t, out, "⚠ reorg on local at block 41: 2 block(s) replaced, 1 run(s) orphaned")
+	require.Contains(t, out, "orphaned by the reorg at block 41; on_reorg decides at block 43")
 }
 
 // TestDevViewApprovalHint: a pending approval is shown with its summary and
@@ -448,12 +498,13 @@ func TestDevViewApprovalHint(t *testing.T) {
 	ap := &store.Approval{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000001"), RunID: uuid.New(), StepKey: "pay",
 		Summary:   []byte(`{"network":"local","wallet":"ops","to":"0x000000000000000000000000000000000000dEaD","value":"7"}`),
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	run := &store.Run{ID: ap.RunID, Workflow: "payout"}
 	var plain bytes.Buffer
-	newDevView(&plain).approvalWaiting(ap)
+	newDevView(&plain).approvalWaiting(run, ap)
 	require.Contains(t, plain.String(), `approve="rflow approve 00000001"`)
 	require.Contains(t, plain.String(), `summary="send 7 wei to 0x000000000000000000000000000000000000dEaD from ops on local"`)
 	var tidy bytes.Buffer
-	(&devView{w: &tidy, tty: true}).approvalWaiting(ap)
+	(&devView{w: &tidy, tty: true}).approvalWaiting(run, ap)
 	require.Contains(t, tidy.String(), "rflow approve 00000001 | reject: rflow reject 00000001 --reason R")
 }
 

@@ -55,12 +55,14 @@ func startCommand() *cli.Command {
 				return err
 			}
 			watching := liveViewWanted(c)
-			logger := newLogger(c)
-			if watching {
-				logger = viewLogger(c)
-			}
 			outage := &dbOutage{}
-			logger = slog.New(outage.handler(logger.Handler()))
+			logger := slog.New(outage.handler(newLogger(c).Handler()))
+			var view *devView
+			if watching {
+				view = newDevView(c.App.Writer)
+				view.quiet = outage.quiet
+				logger = liveLogger(c, view, outage)
+			}
 			project, err := loadProject(c)
 			if err != nil {
 				return err
@@ -104,17 +106,15 @@ func startCommand() *cli.Command {
 				proxies: proxies, metricsListener: metricsLn,
 			}
 			say := func(s string) { fmt.Fprintln(c.App.ErrWriter, "rflow: "+s) }
-			var view *devView
 			if watching {
-				view = newDevView(c.App.Writer)
-				view.quiet = outage.quiet
 				say = view.say
 			}
 			o.fatal = superviseDatabase(c.Context, db, outage, say)
 			if watching {
 				view.startBanner(project, db, ln)
+				view.useProject(project)
 				var stop func()
-				o.ready, stop = view.follow(c.Context, db.Pool)
+				o.ready, stop = view.follow(c.Context, db.Pool, panelTitle("rflow start", project.Name))
 				defer stop()
 			} else if db.Embedded != nil {
 				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n"+
@@ -219,6 +219,14 @@ type engineOptions struct {
 	middleware []rivertype.Middleware
 }
 
+// console is the console URL o serves ("" without --http).
+func (o engineOptions) console() string {
+	if o.listener == nil {
+		return ""
+	}
+	return consoleURL(o.listener.Addr().String())
+}
+
 // defaultReadyStall is --ready-stall's default: several poll intervals and
 // block ranges of a healthy trigger, far below an operator's patience.
 const defaultReadyStall = 2 * time.Minute
@@ -254,7 +262,7 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	return jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Logger: o.logger, Backends: backends,
 		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
-		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware,
+		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware, Console: o.console(),
 	})
 }
 
