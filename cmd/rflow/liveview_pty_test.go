@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +12,12 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/devchain"
+	"github.com/rflow-dev/rflow/store/storetest"
 )
 
 // overlapProject is a dev project whose runs overlap: the dev chain emits
@@ -52,6 +56,37 @@ var (
 	ttyRunLine = regexp.MustCompile(`^\d\d:\d\d:\d\d saga ([0-9a-f]{8}) (\S+)`)
 )
 
+// startOnPTY runs rflow with args on a pseudo-terminal of 40x160 (env
+// added to the environment, without DATABASE_URL and NO_COLOR) and
+// collects what it writes there.
+func startOnPTY(t *testing.T, env []string, args ...string) *syncBuffer {
+	t.Helper()
+	cmd := exec.Command(rflowBin, args...)
+	cmd.Env = append(append(withoutEnv(os.Environ(), "DATABASE_URL", "NO_COLOR"), "TERM=xterm"), env...)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); tty.Close() })
+	raw := &syncBuffer{}
+	go func() {
+		r := bufio.NewReader(tty)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			_, _ = raw.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return raw
+}
+
+// screenLines is what a terminal was sent, as lines without escape codes
+// (each redraw of the panel is there again).
+func screenLines(raw *syncBuffer) []string {
+	return strings.Split(ansiEscape.ReplaceAllString(strings.ReplaceAll(raw.String(), "\r", ""), ""), "\n")
+}
+
 // TestLiveViewOnATerminal runs `rflow dev` on a pseudo-terminal with runs
 // that overlap and wait for a throttle: every line of a run names its
 // workflow and short id, throttled and delayed runs say so, and the status
@@ -66,30 +101,14 @@ func TestLiveViewOnATerminal(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "proj", "abis", "Emitter.json"), abi, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "proj", "rflow.yaml"), []byte(overlapProject), 0o644))
 
-	cmd := exec.Command(rflowBin, "dev", "--project", filepath.Join(dir, "proj"), "--http", "127.0.0.1:0",
-		"--emit-every", "400ms", "--chain", devchain.BackendSimulated)
-	cmd.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "NO_COLOR"), "XDG_DATA_HOME="+filepath.Join(dir, "data"), "TERM=xterm")
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); tty.Close() })
-	var raw syncBuffer
-	go func() {
-		r := bufio.NewReader(tty)
-		buf := make([]byte, 4096)
-		for {
-			n, err := r.Read(buf)
-			_, _ = raw.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	}()
+	raw := startOnPTY(t, []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data")}, "dev", "--project", filepath.Join(dir, "proj"),
+		"--http", "127.0.0.1:0", "--emit-every", "400ms", "--chain", devchain.BackendSimulated)
 
 	// Enough to see overlapping runs, a throttle and a delay.
 	deadline := time.Now().Add(150 * time.Second)
 	var lines []string
 	for {
-		lines = strings.Split(ansiEscape.ReplaceAllString(strings.ReplaceAll(raw.String(), "\r", ""), ""), "\n")
+		lines = screenLines(raw)
 		text := strings.Join(lines, "\n")
 		if strings.Count(text, "⏸ throttled until ") >= 1 && strings.Count(text, "✓ completed") >= 3 {
 			break
@@ -160,4 +179,69 @@ func TestLiveViewWithoutATerminal(t *testing.T) {
 			require.Regexp(t, `run=\S+ workflow=on-deposit step=`, l)
 		}
 	}
+}
+
+const reorgViewProject = `
+name: reorgview
+networks:
+  - { name: local, chain_id: 31337, rpc: %q, confirmations: 2, block_poll_interval: 100ms }
+contracts:
+  - { name: Vault, abi: ./Vault.json, network: local, address: %q, start_block: 0 }
+workflows:
+  - name: credit
+    trigger:
+      event: { contract: Vault, event: Deposit, run_on: head }
+    steps:
+      - id: act
+        http_call: { method: POST, url: "%[3]s/act" }
+    on_reorg:
+      - id: undo
+        http_call: { method: POST, url: "%[3]s/undo" }
+`
+
+// A reorg under `rflow start` on a terminal is a line of the live view,
+// and so is the on_reorg response it starts, from start to end; the
+// engine's reorg WARNs are not repeated beside them.
+func TestLiveViewShowsReorgs(t *testing.T) {
+	t.Parallel()
+	if _, err := anviltest.Binary(); err != nil {
+		t.Skip(err)
+	}
+	node := anviltest.Start(t, anviltest.Options{})
+	em := anviltest.DeployEmitter(t, node)
+	s := newSink(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Vault.json"), anviltest.EmitterABIJSON(t), 0o644))
+	config := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(reorgViewProject, node.URL, em.Address.Hex(), s.URL)), 0o644))
+	raw := startOnPTY(t, nil, "--database-url", storetest.URL(t), "start", "-c", config, "--http", "127.0.0.1:0")
+
+	waitScreen := func(what string, re *regexp.Regexp) {
+		t.Helper()
+		require.Eventually(t, func() bool { return re.MatchString(strings.Join(screenLines(raw), "\n")) },
+			90*time.Second, 100*time.Millisecond, "%s; screen:\n%s", what, strings.Join(screenLines(raw), "\n"))
+	}
+	em.Deposit(5)
+	waitScreen("the run completed", regexp.MustCompile(`credit [0-9a-f]{8} ✓ completed`))
+	time.Sleep(time.Second) // the window reaches the tip
+	node.Reorg(1)
+	stop := make(chan struct{})
+	mined := make(chan struct{})
+	go func() { // the fork reaches the network's depth
+		defer close(mined)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(150 * time.Millisecond):
+				node.Call(nil, "anvil_mine", hexutil.Uint64(1))
+			}
+		}
+	}()
+	defer func() { close(stop); <-mined }()
+	waitScreen("the reorg line", regexp.MustCompile(`\d\d:\d\d:\d\d ⚠ reorg on local at block \d+: 1 block\(s\) replaced, 1 run\(s\) orphaned`))
+	waitScreen("the response's start", regexp.MustCompile(`credit [0-9a-f]{8} (↺ orphaned by the reorg at block \d+|↺ on_reorg started)`))
+	waitScreen("the response's end", regexp.MustCompile(`credit [0-9a-f]{8} ✓ on_reorg completed`))
+	require.NotContains(t, strings.Join(screenLines(raw), "\n"), "msg=reorg", "the view's line, not the WARN")
+	require.NotContains(t, strings.Join(screenLines(raw), "\n"), "on_reorg response started\"", "the view's line, not the WARN")
 }
