@@ -105,6 +105,9 @@ type Config struct {
 	// to watch: the chain triggers and wait feeds currently deployed.
 	ReadyStall time.Duration
 	Watch      func(context.Context) (ChainWatch, error)
+	// LoopbackLogin opens the console to a browser on this machine without
+	// a login (rflow dev on a loopback address; console.Config).
+	LoopbackLogin bool
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -184,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 	// The run console's buttons send their commands through this same
 	// handler, so they share the API's ledger, checks and roles.
 	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
-		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil})
+		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil, LoopbackLogin: cfg.LoopbackLogin})
 	if err != nil {
 		return nil, err
 	}

@@ -199,13 +199,13 @@ func dev(c *cli.Context) error {
 	var reloading sync.WaitGroup
 	defer func() { stopReload(); reloading.Wait() }()
 	return runEngine(ctx, engineOptions{
-		db: db, project: project, logger: logger, listener: ln, apiToken: token.value,
+		db: db, project: project, logger: logger, listener: ln, apiToken: token.value, loopbackLogin: loopback(ln),
 		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 		fatal: fatal,
 		ready: func(e *jobs.Engine) {
 			ready(e)
 			if ln != nil {
-				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint())
+				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint(loopback(ln)))
 			}
 			reloading.Add(1)
 			go func() { defer reloading.Done(); files.run(reloadCtx) }()
@@ -245,12 +245,28 @@ func newDevToken(env string) devToken {
 
 // hint tells the developer what to log in with. A generated token is
 // printed: it lives only as long as this dev session and its local
-// database; a token of your own never is.
-func (t devToken) hint() string {
-	if t.generated {
-		return "log in with token " + t.value + "; set RFLOW_API_TOKEN to choose one"
+// database; a token of your own never is. On a loopback address a browser
+// on this machine needs no login; the API (and anyone else) still needs
+// the token.
+func (t devToken) hint(loopback bool) string {
+	what := "log in with"
+	if loopback {
+		what = "opens without a login on this machine; API"
 	}
-	return "log in with $RFLOW_API_TOKEN"
+	if t.generated {
+		return what + " token " + t.value + "; set RFLOW_API_TOKEN to choose one"
+	}
+	return what + " $RFLOW_API_TOKEN"
+}
+
+// loopback reports whether ln listens on a loopback address only (not on
+// every interface).
+func loopback(ln net.Listener) bool {
+	if ln == nil {
+		return false
+	}
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 // quickstartName is the quickstart project's name: it keys the embedded

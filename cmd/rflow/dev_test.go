@@ -116,7 +116,7 @@ func (s *syncBuffer) String() string {
 var (
 	bannerPostgres = regexp.MustCompile(`postgres  embedded, pid (\d+), data in (\S+)`)
 	bannerDatabase = regexp.MustCompile(`database  (postgres://\S+)`)
-	bannerConsole  = regexp.MustCompile(`console (http://\S+/ui/) \(log in with token (\w+);`)
+	bannerConsole  = regexp.MustCompile(`console (http://\S+/ui/) \((?:log in with|opens without a login on this machine; API) token (\w+);`)
 	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?[^\n]*, chain id (\d+), (http://\S+)`)
 )
 
@@ -258,6 +258,26 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, string(page), `data-step="score"`)
 	require.Contains(t, string(page), `data-step="thank"`)
+
+	// On its loopback address the console opens without a login for a
+	// browser on this machine; a page of another site resolving to it
+	// (DNS rebinding) is sent to the login, and the API still wants the
+	// token.
+	res, err = noFollow.Get(console[1])
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "a loopback browser logged in by itself")
+	require.Len(t, res.Cookies(), 1, "a session cookie for the next pages and River UI")
+	req, _ = http.NewRequest(http.MethodGet, console[1], nil)
+	req.Host = "rebound.example:80"
+	res, err = noFollow.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "another host name is not let in")
+	res, err = http.Get(strings.TrimSuffix(console[1], "/ui/") + "/v1/runs")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "the API still needs the token")
 
 	// SIGTERM stops everything within 10 s.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -525,4 +545,22 @@ func TestDevUsageErrors(t *testing.T) {
 		require.Equal(t, exitUsage, run(append([]string{"rflow"}, tc.args...), &out, &errOut), "%v", tc.args)
 		require.Contains(t, errOut.String(), tc.want, "%v", tc.args)
 	}
+}
+
+// Only a loopback address opens the dev console without a login: bound to
+// every interface it asks for the token, from this machine too.
+func TestDevLoopbackLoginOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	local, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer local.Close()
+	all, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	defer all.Close()
+	require.True(t, loopback(local))
+	require.False(t, loopback(all), "every interface is not loopback")
+	require.False(t, loopback(nil))
+	tok := devToken{value: "abc", generated: true}
+	require.Equal(t, "opens without a login on this machine; API token abc; set RFLOW_API_TOKEN to choose one", tok.hint(true))
+	require.Equal(t, "log in with token abc; set RFLOW_API_TOKEN to choose one", tok.hint(false))
 }

@@ -184,6 +184,9 @@ type engineOptions struct {
 	// apiToken is the command API's and the console's full-access token
 	// (RFLOW_API_TOKEN); the project's api: tokens: add scoped ones.
 	apiToken string
+	// loopbackLogin opens the console without a login to a browser on
+	// this machine (rflow dev on a loopback address only).
+	loopbackLogin bool
 	// proxies are the --trusted-proxy reverse proxies.
 	proxies *access.Proxies
 	// metricsListener serves /metrics alone (--metrics-addr); nil serves
@@ -351,7 +354,8 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: o.apiToken, Tokens: o.project.APITokens, Proxies: o.proxies, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine)})
+			River: engine.Client(), Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine),
+			LoopbackLogin: o.loopbackLogin})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err

@@ -74,6 +74,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
+	// LoopbackLogin lets a browser on this machine in without a login, as
+	// the full-access token (rflow dev on a loopback address): see
+	// loopbackSession. Everywhere else the console asks for a token.
+	LoopbackLogin bool
 }
 
 // Console serves the /ui/ pages. Create it with New.
