@@ -229,12 +229,12 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	require.Eventually(t, func() bool {
 		out := stdout.String()
 		return strings.Contains(out, "run="+id+" workflow=on-deposit claimed key=") &&
-			strings.Contains(out, "run="+id+" step=score completed") &&
+			strings.Contains(out, "run="+id+" workflow=on-deposit step=score completed") &&
 			strings.Contains(out, "run="+id+" workflow=on-deposit completed") &&
 			strings.Contains(out, `step=receipt completed`) && strings.Contains(out, "handled by run "+id)
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
 
-	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
+	require.Contains(t, stdout.String(), "run="+id+" workflow=on-deposit step=thank completed")
 	// runs show's table names the send's transaction.
 	table, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "show", id).Output()
 	require.NoError(t, err)
