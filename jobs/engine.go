@@ -296,6 +296,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 // the same queue and transactions).
 func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 
+// Project is the project the engine was built with.
+func (e *Engine) Project() *workflow.Project { return e.project }
+
 // Start registers this process as a live node, rescues jobs left running by
 // dead nodes, and starts working jobs. Triggers should start after it. A
 // rehearsal in a River schema of its own only starts working its jobs.

@@ -361,14 +361,28 @@ func mutateRun(c *cli.Context, verb string, withEngine bool, fn func(context.Con
 // which the running `rflow start` then works. The project is loaded without
 // its secrets (an unset ${VAR} is left out), because such an engine signs
 // and calls nothing.
+//
+// Without the project file (another machine, a deleted checkout) the
+// project is the one last deployed to the database (deployedProject).
 func openOperatorEngine(c *cli.Context) (*jobs.Engine, *database, error) {
-	project, err := loadProjectWith(c, workflow.LoadOptions{AllowUnsetEnv: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := openExisting(c, project.Name, newLogger(c))
-	if err != nil {
-		return nil, nil, err
+	var project *workflow.Project
+	var db *database
+	var err error
+	if missing := projectFileMissing(c); missing != nil {
+		if db, err = openExisting(c, projectName(c), newLogger(c)); err != nil {
+			return nil, nil, err
+		}
+		if project, err = deployedProject(c, db, missing); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+	} else {
+		if project, err = loadProjectWith(c, workflow.LoadOptions{AllowUnsetEnv: true}); err != nil {
+			return nil, nil, err
+		}
+		if db, err = openExisting(c, project.Name, newLogger(c)); err != nil {
+			return nil, nil, err
+		}
 	}
 	e, err := jobs.NewEngine(jobs.Config{Pool: db.Pool, Project: project})
 	if err != nil {

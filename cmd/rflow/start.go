@@ -253,6 +253,9 @@ func deployProject(ctx context.Context, o engineOptions, backends map[uint64]rel
 		return nil, err
 	}
 	logSync(o.logger, synced, o.configPath)
+	if err := saveSources(ctx, o.db.Pool, o.project); err != nil {
+		return nil, err
+	}
 	return engine, nil
 }
 

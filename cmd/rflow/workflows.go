@@ -137,7 +137,10 @@ func deployCommand() *cli.Command {
 				// The whole file deployed: what it no longer has is retired.
 				retired, err := e.RetireMissing(c.Context, tx)
 				out = append(out, retired...)
-				return err
+				if err != nil {
+					return err
+				}
+				return saveSources(c.Context, tx, e.Project())
 			})
 			if err != nil {
 				return notFound(err)
