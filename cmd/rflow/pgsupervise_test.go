@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,4 +103,57 @@ func TestDevRestartsItsKilledPostgres(t *testing.T) {
 	}
 	require.Len(t, tail, 8, "down, 6 restarts, the exit line; got:\n%s", out.String()[mark:])
 	require.Regexp(t, `^rflow: embedded postgres is down and did not come back after 6 restarts: .*; stopping \(data in `, tail[len(tail)-1])
+}
+
+const pgKillProject = `
+name: pgkill
+workflows:
+  - name: slow
+    trigger: { manual: {} }
+    steps:
+      - { id: nap, delay: 4s }
+      - { id: after, http_call: { method: POST, url: "%s/after" } }
+`
+
+// The same under `rflow start` on embedded defaults, without a terminal: a
+// run waiting in a delay while its Postgres is killed completes after the
+// restart, and stderr has one line per state change.
+func TestStartRestartsItsKilledPostgres(t *testing.T) {
+	t.Parallel()
+	s := newSink(t)
+	dir := publicTempDir(t)
+	config := filepath.Join(dir, "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(pgKillProject, s.URL)), 0o644))
+	// DATABASE_URL empty: the embedded defaults whatever the environment.
+	env := []string{"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "DATABASE_URL="}
+	p := startRflowArgs(t, env, "--log-level", "warn", "start", "-c", config,
+		"--http", "127.0.0.1:0")
+	dataDir := regexp.MustCompile(`embedded postgres, data in (\S+)`)
+	require.Eventually(t, func() bool { return dataDir.MatchString(p.out.String()) }, 120*time.Second, 100*time.Millisecond,
+		"no embedded postgres; output:\n%s", p.out)
+	data := dataDir.FindStringSubmatch(p.out.String())[1]
+	url := regexp.MustCompile(`database (postgres://\S+)`).FindStringSubmatch(p.out.String())[1]
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	require.Eventually(t, func() bool {
+		out, _, code := rflowCmd(t, "--database-url", url, "run", "slow", "-c", config, "-o", "json")
+		return code == 0 && json.Unmarshal([]byte(out), &started) == nil
+	}, 60*time.Second, 200*time.Millisecond)
+
+	pidFile, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), "rflow: postgres back: pid ") }, 60*time.Second,
+		100*time.Millisecond, "no restart; output:\n%s", p.out)
+	require.Eventually(t, func() bool {
+		out, _, code := rflowCmd(t, "--database-url", url, "runs", "show", started.RunID, "-o", "json")
+		return code == 0 && strings.Contains(out, `"status": "completed"`)
+	}, 60*time.Second, 200*time.Millisecond, "the run did not complete after the restart; output:\n%s", p.out)
+	require.Equal(t, 1, s.counts()[started.RunID+":after"], "the step after the outage ran once")
+	outage := p.out.String()[strings.Index(p.out.String(), "rflow: postgres down"):strings.Index(p.out.String(), "rflow: postgres back")]
+	require.Equal(t, 2, strings.Count(outage, "\n"), "one line per state change, nothing else:\n%s", outage)
+	p.stop(t)
 }
