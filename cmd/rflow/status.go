@@ -179,7 +179,7 @@ func roundAge(s float64) string {
 	if d < time.Hour {
 		return d.Round(time.Second).String()
 	}
-	return d.Round(time.Minute).String()
+	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 }
 
 func statusCommand() *cli.Command {
