@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/units"
 )
 
 // BudgetStatus is a budget reservation's state.
@@ -30,6 +33,9 @@ type Budget struct {
 	Cap      *big.Int
 	CapText  string
 	Window   time.Duration
+	// Unit is what the budget's amounts are shown in; the zero Unit when
+	// the row predates units (migration 045) and was not deployed since.
+	Unit units.Unit
 }
 
 // DeclareBudget records a budget's current cap and window, and locks its
@@ -37,11 +43,11 @@ type Budget struct {
 // the cap.
 func DeclareBudget(ctx context.Context, q DBTX, b Budget) error {
 	_, err := q.Exec(ctx, `
-INSERT INTO rflow.budgets (workflow_name, name, asset, cap, cap_text, span)
-VALUES ($1, $2, $3, $4::numeric, $5, make_interval(secs => $6))
+INSERT INTO rflow.budgets (workflow_name, name, asset, cap, cap_text, span, unit)
+VALUES ($1, $2, $3, $4::numeric, $5, make_interval(secs => $6), $7)
 ON CONFLICT (workflow_name, name, asset) DO UPDATE
-SET cap = EXCLUDED.cap, cap_text = EXCLUDED.cap_text, span = EXCLUDED.span, updated_at = now()`,
-		b.Workflow, b.Name, b.Asset, numeric(b.Cap), b.CapText, b.Window.Seconds())
+SET cap = EXCLUDED.cap, cap_text = EXCLUDED.cap_text, span = EXCLUDED.span, unit = EXCLUDED.unit, updated_at = now()`,
+		b.Workflow, b.Name, b.Asset, numeric(b.Cap), b.CapText, b.Window.Seconds(), unitJSON(b.Unit))
 	if err != nil {
 		return fmt.Errorf("declare budget %s/%s: %w", b.Workflow, b.Name, err)
 	}
@@ -163,7 +169,7 @@ WHERE (r.external_id, r.asset) = (j.external_id, j.asset) AND j.verdict <> j.sta
 // window, by workflow and name.
 func BudgetUses(ctx context.Context, q DBTX) ([]BudgetUse, error) {
 	rows, err := q.Query(ctx, `
-SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch FROM b.span)::float8,
+SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch FROM b.span)::float8, b.unit,
     coalesce(sum(r.amount) FILTER (WHERE r.status = 'reserved'), 0)::text,
     coalesce(sum(r.amount) FILTER (WHERE r.status = 'spent'), 0)::text
 FROM rflow.budgets b
@@ -178,8 +184,13 @@ ORDER BY b.workflow_name, b.name, b.asset`)
 		var u BudgetUse
 		var capS, res, spent string
 		var secs float64
-		if err := row.Scan(&u.Workflow, &u.Name, &u.Asset, &capS, &u.CapText, &secs, &res, &spent); err != nil {
+		var unit []byte
+		if err := row.Scan(&u.Workflow, &u.Name, &u.Asset, &capS, &u.CapText, &secs, &unit, &res, &spent); err != nil {
 			return u, err
+		}
+		if len(unit) > 0 {
+			// A row this version did not write shows in the default unit.
+			_ = json.Unmarshal(unit, &u.Unit)
 		}
 		u.Window = time.Duration(secs * float64(time.Second))
 		u.Cap, _ = new(big.Int).SetString(capS, 10)
@@ -187,4 +198,14 @@ ORDER BY b.workflow_name, b.name, b.asset`)
 		u.Spent, _ = new(big.Int).SetString(spent, 10)
 		return u, nil
 	})
+}
+
+// unitJSON is a budget's unit column: NULL for the zero Unit (nothing
+// declared it).
+func unitJSON(u units.Unit) []byte {
+	if u == (units.Unit{}) {
+		return nil
+	}
+	b, _ := json.Marshal(u)
+	return b
 }

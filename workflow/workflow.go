@@ -117,6 +117,7 @@ func (l *loader) workflow(n *node) *Workflow {
 		}
 	})
 	l.sendWarnings(w)
+	l.budgetUnits(w)
 	return w
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/units"
 )
 
 const budgetCrashProject = `
@@ -79,7 +80,7 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 		case store.RunCompleted:
 			done++
 		case store.RunFailed:
-			require.Contains(t, *r.Error, "budget_exceeded: petty cap 4 gwei (4000000000), spent 4000000000, reserved 0, this send 1000000000")
+			require.Contains(t, *r.Error, "budget_exceeded: petty cap 4 gwei = 0.000000004 ETH (4000000000 wei), spent 0.000000004 ETH (4000000000 wei), reserved 0 ETH, this send 0.000000001 ETH (1000000000 wei)")
 			refused++
 		}
 	}
@@ -94,6 +95,7 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	var rows []budgetRow
 	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	eth := units.Ether()
 	require.Equal(t, []budgetRow{{Workflow: "pipeline", Name: "petty", Asset: "native", Cap: "4000000000", CapText: "4 gwei",
-		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0"}}, rows, "spent is the value on chain")
+		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0", Unit: &eth}}, rows, "spent is the value on chain")
 }

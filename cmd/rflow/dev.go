@@ -478,5 +478,5 @@ func startDevEndpoint(view *devView) (*devEndpoint, error) {
 	return &devEndpoint{url: "http://" + l.Addr().String(), srv: srv}, nil
 }
 
-// weiPerEther scales amounts for the dev endpoint's rating and the view.
+// weiPerEther scales amounts for the dev endpoint's rating.
 const weiPerEther = 1e18

@@ -20,6 +20,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/units"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -229,12 +230,12 @@ func (v *devView) reloadFailed(file string, err error) {
 }
 
 func (v *devView) deposit(tx common.Hash, amount *big.Int) {
-	amt := formatEther(amount)
+	amt := units.Ether().Format(amount) // the dev chain pays in ETH
 	if v.tty {
-		v.printf("%s %s deposit %s ETH  %s", v.stamp(time.Now()), v.color(ansiCyan, "⛓"), amt, v.color(ansiDim, short(tx.Hex(), 12)))
+		v.printf("%s %s deposit %s  %s", v.stamp(time.Now()), v.color(ansiCyan, "⛓"), amt, v.color(ansiDim, short(tx.Hex(), 12)))
 		return
 	}
-	v.printf("%s chain deposit amount=%s tx=%s", v.stamp(time.Now()), amt, tx.Hex())
+	v.printf("%s chain deposit amount=%q tx=%s", v.stamp(time.Now()), amt, tx.Hex())
 }
 
 // notify keeps a notification for the line of the step that sent it.
@@ -255,12 +256,6 @@ func (v *devView) takeNotes(run uuid.UUID, step string) []string {
 	n := v.notes[key]
 	delete(v.notes, key)
 	return n
-}
-
-// formatEther prints wei as ether with up to 4 decimals.
-func formatEther(wei *big.Int) string {
-	r := new(big.Rat).SetFrac(wei, big.NewInt(weiPerEther))
-	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
 }
 
 // shortID is the short run id `runs show|retry|cancel` accept.

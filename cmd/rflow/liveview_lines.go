@@ -53,7 +53,7 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 			detail = strings.TrimSpace(string(s.Status) + " " + errText)
 		}
 		if hash := sentHash(s); hash != "" {
-			detail = strings.TrimSpace(detail + " tx " + short(hash, 12))
+			detail = strings.TrimSpace(detail + " tx " + short(hash, 12) + " " + s.SentValue())
 		}
 		v.printf("%s %s %s %-12s %s", v.stamp(at), v.who(r), mark, s.Key, v.color(ansiDim, detail))
 		for _, n := range v.takeNotes(r.ID, s.Key) {
@@ -64,6 +64,9 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 	line := plainLine(fmt.Sprintf("%s %s step=%s %s", v.stamp(at), plainWho(r), s.Key, s.Status), took, errText)
 	if hash := sentHash(s); hash != "" {
 		line += " tx=" + hash
+		if value := s.SentValue(); value != "" {
+			line += fmt.Sprintf(" value=%q", value)
+		}
 	}
 	for _, n := range v.takeNotes(r.ID, s.Key) {
 		line += fmt.Sprintf(" notify=%q", n)

@@ -357,7 +357,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: o.apiToken, Tokens: o.project.APITokens, Proxies: o.proxies, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine),
+			River: engine.Client(), Networks: o.project.Networks, Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine),
 			LoopbackLogin: o.loopbackLogin})
 		if err != nil {
 			_ = engine.Stop(context.Background())
