@@ -111,7 +111,7 @@ workflows:
   - name: slow
     trigger: { manual: {} }
     steps:
-      - { id: nap, delay: 4s }
+      - { id: nap, delay: 6s }
       - { id: after, http_call: { method: POST, url: "%s/after" } }
 `
 
@@ -141,6 +141,11 @@ func TestStartRestartsItsKilledPostgres(t *testing.T) {
 		return code == 0 && json.Unmarshal([]byte(out), &started) == nil
 	}, 60*time.Second, 200*time.Millisecond)
 
+	// The engine is up and working the run: it waits in its delay.
+	require.Eventually(t, func() bool {
+		out, _, code := rflowCmd(t, "--database-url", url, "runs", "show", started.RunID, "-o", "json")
+		return code == 0 && strings.Contains(out, `"status": "waiting_delay"`)
+	}, 60*time.Second, 100*time.Millisecond, "the run never started; output:\n%s", p.out)
 	pidFile, err := os.ReadFile(filepath.Join(data, "postmaster.pid"))
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.SplitN(string(pidFile), "\n", 2)[0])
