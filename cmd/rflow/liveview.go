@@ -124,7 +124,8 @@ func (v *devView) printf(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.erasePanel()
-	fmt.Fprintf(v.w, format+"\n", args...)
+	// A line's last field may be empty (no error, no duration).
+	fmt.Fprintln(v.w, strings.TrimRight(fmt.Sprintf(format, args...), " "))
 	v.drawPanel()
 }
 
