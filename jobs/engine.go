@@ -57,6 +57,9 @@ type Config struct {
 	// WorkersOnly records that this process runs no triggers, so a
 	// standby of its project does not wait for it (store.NodeRole).
 	WorkersOnly bool
+	// Console is the console URL this process serves, recorded on its
+	// node for rflow status ("" for none).
+	Console string
 	// HTTPClient makes http_call and notify requests (default: a client
 	// with no overall timeout; each step sets its own).
 	HTTPClient *http.Client
@@ -122,6 +125,7 @@ type engineStore struct {
 	node    *store.Node
 	// workersOnly: the process runs no triggers (recorded on its node).
 	workersOnly bool
+	console     string
 }
 
 // engineRiver is the River client the engine's jobs run on, with the
@@ -177,7 +181,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: Pool and Project are required")
 	}
 	e := &Engine{
-		engineStore: engineStore{pool: cfg.Pool, url: cfg.URL, project: cfg.Project, workersOnly: cfg.WorkersOnly},
+		engineStore: engineStore{pool: cfg.Pool, url: cfg.URL, project: cfg.Project, workersOnly: cfg.WorkersOnly, console: cfg.Console},
 		engineRiver: engineRiver{
 			jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 			nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
@@ -295,6 +299,9 @@ func NewEngine(cfg Config) (*Engine, error) {
 // the same queue and transactions).
 func (e *Engine) Client() *river.Client[pgx.Tx] { return e.client }
 
+// Project is the project the engine was built with.
+func (e *Engine) Project() *workflow.Project { return e.project }
+
 // Start registers this process as a live node, rescues jobs left running by
 // dead nodes, and starts working jobs. Triggers should start after it. A
 // rehearsal in a River schema of its own only starts working its jobs.
@@ -312,7 +319,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		return errors.New("engine: the project has wallets but Config.Backends is nil, so no send could go out (build them with jobs.DialBackends)")
 	}
 	if e.url != "" {
-		node, err := store.RegisterNodeAs(ctx, e.url, e.client.ID(), store.NodeRole{Project: e.project.Name, WorkersOnly: e.workersOnly})
+		node, err := store.RegisterNodeAs(ctx, e.url, e.client.ID(), store.NodeRole{Project: e.project.Name, WorkersOnly: e.workersOnly,
+			Console: e.console})
 		if err != nil {
 			return err
 		}

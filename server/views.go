@@ -32,6 +32,8 @@ type Run struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// CancelReason is what the operator said when cancelling the run.
+	CancelReason *string `json:"cancel_reason,omitempty"`
 }
 
 // NewRun maps a stored run to its API form.
@@ -44,6 +46,7 @@ func NewRun(r *store.Run) *Run {
 		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: trigger.ABIIntegersAsText(r.TriggerKind, r.Trigger), Status: string(r.Status),
 		Position: r.Position, Error: r.Error, FailedStep: r.FailedStep, ChainID: r.ChainID, BlockNumber: r.BlockNumber,
 		OrphanedAt: r.OrphanedAt, WakeAt: r.WakeAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		CancelReason: r.CancelReason,
 	}
 }
 

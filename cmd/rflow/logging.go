@@ -60,11 +60,50 @@ func newLogger(c *cli.Context) *slog.Logger {
 
 // viewLogger is the logger beside a live view: warnings and errors only,
 // unless --log-level is given, so the view stays readable.
-func viewLogger(c *cli.Context) *slog.Logger {
+func viewLogger(c *cli.Context, w io.Writer) *slog.Logger {
+	level := slog.LevelWarn
 	if c.IsSet("log-level") {
-		return newLogger(c)
+		_ = level.UnmarshalText([]byte(c.String("log-level"))) // checked by checkLogFlags
 	}
-	return logger(c.App.ErrWriter, c.String("log-format"), slog.LevelWarn)
+	return logger(w, c.String("log-format"), level)
+}
+
+// liveLogger is the logger beside a live view: viewLogger's, writing above
+// the view's status panel, muted during a database outage, and without the
+// warnings the view prints as lines of its own (reorgs, on_reorg).
+func liveLogger(c *cli.Context, v *devView, o *dbOutage) *slog.Logger {
+	l := viewLogger(c, v.logWriter(c.App.ErrWriter))
+	return slog.New(o.handler(shownHandler{next: l.Handler()}))
+}
+
+// shownByView are the messages of warnings the live view shows as lines
+// of its own (liveview_reorg.go), from the reorg's record in the database.
+var shownByView = map[string]bool{
+	"reorg": true,
+	"orphaned run stopped; on_reorg response started":                                               true,
+	"orphaned log re-included after its reorg was decided; the stopped run goes on":                 true,
+	"orphaned log re-included after its reorg was decided; the stopped run is not resumed":          true,
+	"orphaned log re-included after its reorg was decided; the run had finished and stays as it is": true,
+}
+
+// shownHandler drops the records the live view shows itself.
+type shownHandler struct{ next slog.Handler }
+
+func (h shownHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h shownHandler) Handle(ctx context.Context, r slog.Record) error {
+	if shownByView[r.Message] {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h shownHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return shownHandler{next: h.next.WithAttrs(as)}
+}
+
+func (h shownHandler) WithGroup(name string) slog.Handler {
+	return shownHandler{next: h.next.WithGroup(name)}
 }
 
 func logger(w io.Writer, format string, level slog.Level) *slog.Logger {
