@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,4 +23,14 @@ func TestRiverShutdownErrorsAreDebug(t *testing.T) {
 	require.Empty(t, buf.String())
 	l.Error("Client: something broke", "err", "connection refused")
 	require.Contains(t, buf.String(), "level=ERROR")
+}
+
+// TestDevNullIsNoTerminal: /dev/null is a character device, but output
+// sent there (a service manager's default) must not start the live view.
+func TestDevNullIsNoTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	t.Setenv("TERM", "xterm")
+	require.False(t, isTerminal(f))
 }
