@@ -31,28 +31,7 @@ func BenchmarkClaimPathOutside(b *testing.B) {
 	const perTx, txs = 2000, 10
 	const total = perTx * txs
 	ctx := context.Background()
-	node := anviltest.Start(b, anviltest.Options{})
-	em := anviltest.DeployEmitter(b, node)
-	for i := range txs {
-		em.EmitMany(perTx, int64(i*perTx))
-	}
-	dir := b.TempDir()
-	require.NoError(b, os.WriteFile(filepath.Join(dir, "Emitter.json"), anviltest.EmitterABIJSON(b), 0o644))
-	config := filepath.Join(dir, "rflow.yaml")
-	// Only what a project must say: no poll interval, range or batch
-	// settings, so rflow's defaults are what is measured.
-	require.NoError(b, os.WriteFile(config, []byte(fmt.Sprintf(`
-name: outside
-networks:
-  - { name: local, chain_id: 31337, rpc: %q }
-contracts:
-  - { name: Emitter, abi: ./Emitter.json, network: local, address: %q }
-workflows:
-  - name: backlog
-    trigger: { event: { contract: Emitter, event: Deposit, run_on: head } }
-    steps:
-      - { id: later, delay: 1h }
-`, node.URL, em.Address.Hex())), 0o644))
+	config := backlogProject(b, perTx, txs)
 	bin := buildRflow(b)
 
 	var fromStart, fromFirst, ceiling, ratio []float64
@@ -78,11 +57,46 @@ workflows:
 	summary.add("claims from outside, from exec: rflow start / client ceiling", s, c, 0)
 }
 
+// backlogProject starts anvil with txs blocks of perTx Deposit logs and
+// writes a project whose one workflow claims a run per log and parks it at
+// a one-hour delay; it returns the project file.
+func backlogProject(b *testing.B, perTx, txs int) string {
+	node := anviltest.Start(b, anviltest.Options{})
+	em := anviltest.DeployEmitter(b, node)
+	for i := range txs {
+		em.EmitMany(int64(perTx), int64(i*perTx))
+	}
+	dir := b.TempDir()
+	require.NoError(b, os.WriteFile(filepath.Join(dir, "Emitter.json"), anviltest.EmitterABIJSON(b), 0o644))
+	config := filepath.Join(dir, "rflow.yaml")
+	// Only what a project must say: no poll interval, range or batch
+	// settings, so rflow's defaults are what is measured.
+	require.NoError(b, os.WriteFile(config, []byte(fmt.Sprintf(`
+name: outside
+networks:
+  - { name: local, chain_id: 31337, rpc: %q }
+contracts:
+  - { name: Emitter, abi: ./Emitter.json, network: local, address: %q }
+workflows:
+  - name: backlog
+    trigger: { event: { contract: Emitter, event: Deposit, run_on: head } }
+    steps:
+      - { id: later, delay: 1h }
+`, node.URL, em.Address.Hex())), 0o644))
+	return config
+}
+
 // rflowStartClaims starts `rflow start` (defaults) on db and counts its
 // runs from pool every 20 ms until there are total. It returns the rate
 // from the process's exec and from the first run counted, and the runs'
 // payloads as claims (for the ceiling on the same data).
 func rflowStartClaims(b *testing.B, pool *pgxpool.Pool, bin, db, config string, total int) (fromExec, fromFirst float64, claims []store.Claim) {
+	return rflowStartClaimsThen(b, pool, bin, db, config, total, nil)
+}
+
+// rflowStartClaimsThen is rflowStartClaims calling then, when not nil,
+// once every run is counted and before the process is killed.
+func rflowStartClaimsThen(b *testing.B, pool *pgxpool.Pool, bin, db, config string, total int, then func(elapsed time.Duration)) (fromExec, fromFirst float64, claims []store.Claim) {
 	ctx := context.Background()
 	start := time.Now()
 	cmd := startRflow(b, bin, db, config)
@@ -103,6 +117,9 @@ func rflowStartClaims(b *testing.B, pool *pgxpool.Pool, bin, db, config string, 
 		time.Sleep(20 * time.Millisecond)
 	}
 	end := time.Now()
+	if then != nil {
+		then(end.Sub(start))
+	}
 	_ = cmd.Process.Kill() // its work is done; the rows are what count
 	_ = cmd.Wait()
 	var jobs int
