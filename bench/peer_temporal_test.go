@@ -26,14 +26,14 @@ const temporalVersion = "v1.5.1"
 // temporalBinary is RFLOW_TEMPORAL, or the CLI `make temporal` cached
 // under .tools; "" when neither exists.
 func temporalBinary() string {
-	if p := os.Getenv("RFLOW_TEMPORAL"); p != "" {
-		return p
+	p := os.Getenv("RFLOW_TEMPORAL")
+	if p == "" {
+		root, err := anviltest.ModuleRoot()
+		if err != nil {
+			return ""
+		}
+		p = filepath.Join(root, ".tools", "temporal-"+temporalVersion, "temporal")
 	}
-	root, err := anviltest.ModuleRoot()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(root, ".tools", "temporal-"+temporalVersion, "temporal")
 	if _, err := os.Stat(p); err != nil {
 		return ""
 	}
