@@ -226,7 +226,7 @@ func riverChainRate(b *testing.B, url string, completeTx bool) float64 {
 	transport.MaxIdleConnsPerHost = 64 // as the engine's
 	river.AddWorker(workers, &chainWorker{pool: pool, http: &http.Client{Transport: transport}, completeTx: completeTx})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema: store.RiverSchema, Workers: workers, FetchCooldown: benchCooldown, FetchPollInterval: 100 * time.Millisecond,
+		Schema: store.RiverSchema, Workers: workers, FetchCooldown: benchCooldown, FetchPollInterval: 20 * time.Millisecond, // the engine's
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: benchWorkers}},
 	})
 	require.NoError(b, err)

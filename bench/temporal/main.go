@@ -45,8 +45,9 @@ func main() {
 	url := flag.String("url", "", "the endpoint the activities POST to")
 	n := flag.Int("n", 1000, "workflows to start")
 	concurrency := flag.Int("concurrency", 50, "clients starting workflows at once")
+	pollers := flag.Int("pollers", 0, "the worker's workflow and activity task pollers each (0: the SDK's default, 2)")
 	flag.Parse()
-	res, err := run(*addr, *url, *n, *concurrency)
+	res, err := run(*addr, *url, *n, *concurrency, *pollers)
 	if err != nil {
 		res.Error = err.Error()
 	}
@@ -56,7 +57,7 @@ func main() {
 	}
 }
 
-func run(addr, url string, n, concurrency int) (result, error) {
+func run(addr, url string, n, concurrency, pollers int) (result, error) {
 	ctx := context.Background()
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	c, err := client.Dial(client.Options{HostPort: addr, Logger: logger})
@@ -67,7 +68,7 @@ func run(addr, url string, n, concurrency int) (result, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 64 // as rflow's
 	calls := &caller{http: &http.Client{Transport: transport, Timeout: 30 * time.Second}, url: url}
-	w := worker.New(c, taskQueue, worker.Options{})
+	w := worker.New(c, taskQueue, worker.Options{MaxConcurrentWorkflowTaskPollers: pollers, MaxConcurrentActivityTaskPollers: pollers})
 	w.RegisterWorkflow(ThreeCalls)
 	w.RegisterActivityWithOptions(calls.Call, activity.RegisterOptions{Name: "Call"})
 	if err := w.Start(); err != nil {
