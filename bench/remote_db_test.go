@@ -134,7 +134,7 @@ func BenchmarkRemoteDatabase(b *testing.B) {
 	srv := benchServer(b)
 	const runs = 600
 	var local, remote float64
-	var stepTurns, claimTurns float64
+	var stepTurns, claimTurns, sendTurns float64
 	for range b.N {
 		// Steps, direct.
 		db, pool, config := queueRuns(b, srv.URL, runs)
@@ -156,14 +156,17 @@ func BenchmarkRemoteDatabase(b *testing.B) {
 		fmt.Printf("  steps/s: direct %.0f, %s away %.0f (%.2f); %d round trips in %s, %.0f a second when idle: %.1f per step\n",
 			local, remoteRTT, remote, remote/local, busy, elapsed.Round(time.Millisecond), idle, stepTurns)
 		claimTurns = remoteClaimTurns(b, bin)
+		sendTurns = remoteSendTurns(b)
 	}
 	b.ReportMetric(local, "steps/s-direct")
 	b.ReportMetric(remote, "steps/s-1ms")
 	b.ReportMetric(stepTurns, "round-trips/step")
 	b.ReportMetric(claimTurns, "round-trips/claim-batch")
+	b.ReportMetric(sendTurns, "round-trips/send")
 	summary.add(fmt.Sprintf("steps/s: Postgres %s away / direct", remoteRTT), remote, local, 0.5)
 	summary.addAbs("database round trips per step (1 ms away)", stepTurns, "", "counted", true)
 	summary.addAbs("database round trips per 500 claims (1 ms away)", claimTurns, "", "counted", true)
+	summary.addAbs("database round trips per confirmed send (1 ms away)", sendTurns, "", "counted", true)
 }
 
 // remoteClaimTurns is the round trips `rflow start` makes per 500 claims
@@ -195,4 +198,25 @@ func idleTurnsPerSecond(p *latencyProxy) float64 {
 	n := p.turns.Load()
 	time.Sleep(d)
 	return float64(p.turns.Load()-n) / d.Seconds()
+}
+
+// remoteSendTurns is the relayer benchmark's sends (300 over 3 wallets, on
+// anvil) with the relayer's database 1 ms away: round trips per confirmed
+// send, queueing included, idle ones (River's and the monitor's polls)
+// taken out.
+func remoteSendTurns(b *testing.B) float64 {
+	var proxy *latencyProxy
+	var turns float64
+	rate := relayerSendRateVia(b, func(url string) string {
+		p, far := startLatencyProxy(b, url, remoteRTT)
+		proxy = p
+		return far
+	}, func(elapsed time.Duration) {
+		busy := proxy.turns.Load()
+		idle := idleTurnsPerSecond(proxy)
+		turns = (float64(busy) - idle*elapsed.Seconds()) / relayerSends
+		fmt.Printf("  sends, Postgres %s away: %d round trips in %s, %.0f a second when idle\n", remoteRTT, busy, elapsed.Round(time.Millisecond), idle)
+	})
+	fmt.Printf("  sends, Postgres %s away: %.0f confirmed sends/s, %.1f round trips per send\n", remoteRTT, rate, turns)
+	return turns
 }
