@@ -70,7 +70,8 @@ func TestReserveIsIdempotentAndCapped(t *testing.T) {
 	require.NoError(t, reserve("a", 6))
 	require.NoError(t, reserve("a", 6), "the same attempt again")
 	err := reserve("b", 5)
-	require.EqualError(t, err, "budget_exceeded: petty cap 10, spent 0, reserved 6, this send 5")
+	require.EqualError(t, err, "budget_exceeded: petty cap 0.00000000000000001 ETH (10 wei), spent 0 ETH, "+
+		"reserved 0.000000000000000006 ETH (6 wei), this send 0.000000000000000005 ETH (5 wei)", "amounts read in the budget's unit")
 	require.NoError(t, reserve("c", 4), "exactly up to the cap")
 	u := use(t, pool)
 	require.Equal(t, "10", u.Reserved.String())

@@ -62,6 +62,12 @@ type Options struct {
 	EmitEvery time.Duration
 	// OnDeposit, when set, is told about every Deposit the timer sends.
 	OnDeposit func(tx common.Hash, amount *big.Int)
+	// ClaimAfter is how long after a timer's Deposit it is claimed
+	// (Emitter.claim with the same amount, a Claimed log), for workflows
+	// that wait for the claim of a deposit (examples/saga). Two deposits
+	// of every three are claimed, so the third shows what a wait's timeout
+	// does. Default 5s; negative: never.
+	ClaimAfter time.Duration
 	// Logger receives lifecycle messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -75,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EmitEvery == 0 {
 		o.EmitEvery = 3 * time.Second
+	}
+	if o.ClaimAfter == 0 {
+		o.ClaimAfter = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -219,17 +228,20 @@ func (c *Chain) Deposit(ctx context.Context, amount *big.Int) (common.Hash, erro
 }
 
 // emitLoop sends a Deposit of a random amount (0.1 to 3 ether, so some are
-// "large") every EmitEvery. Random amounts also keep transaction hashes,
-// and so trigger keys, distinct across dev sessions on a fresh chain.
+// "large") every EmitEvery, and claims two of every three ClaimAfter later.
+// Random amounts also keep transaction hashes, and so trigger keys,
+// distinct across dev sessions on a fresh chain.
 func (c *Chain) emitLoop(ctx context.Context) {
 	t := time.NewTicker(c.opts.EmitEvery)
 	defer t.Stop()
-	for {
+	var claims []pendingClaim
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		claims = c.claimDue(ctx, claims)
 		milli := 100 + rand.Int64N(2900)
 		amount := new(big.Int).Mul(big.NewInt(milli), big.NewInt(1e15))
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -244,7 +256,38 @@ func (c *Chain) emitLoop(ctx context.Context) {
 		if c.opts.OnDeposit != nil {
 			c.opts.OnDeposit(tx, amount)
 		}
+		if c.opts.ClaimAfter > 0 && n%3 != 2 {
+			claims = append(claims, pendingClaim{amount: amount, due: time.Now().Add(c.opts.ClaimAfter)})
+		}
 	}
+}
+
+// pendingClaim is a deposit's amount the timer claims at due.
+type pendingClaim struct {
+	amount *big.Int
+	due    time.Time
+}
+
+// claimDue claims the pending deposits whose time has come and returns the
+// others (in order: they were appended as they fell due).
+func (c *Chain) claimDue(ctx context.Context, claims []pendingClaim) []pendingClaim {
+	for len(claims) > 0 && !claims[0].due.After(time.Now()) {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Claim(sctx, claims[0].amount)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			c.opts.Logger.Warn("dev chain: claim deposit", "err", err)
+		}
+		claims = claims[1:]
+	}
+	return claims
+}
+
+// Claim calls Emitter.claim(amount), which emits Claimed(dev address,
+// amount), and returns the transaction hash without waiting for it to be
+// mined.
+func (c *Chain) Claim(ctx context.Context, amount *big.Int) (common.Hash, error) {
+	return c.sender.call(ctx, c.Contract, "claim", amount)
 }
 
 // Close stops emitting and stops the node (an attached node keeps running).

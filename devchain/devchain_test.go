@@ -153,3 +153,48 @@ func requireFundedWallet(t *testing.T, client *ethclient.Client, keyHex string) 
 	require.NoError(t, err)
 	require.Equal(t, "100000000000000000000", bal.String())
 }
+
+// The timer claims two deposits of every three, ClaimAfter later: a
+// Claimed log with the deposit's amount, which a saga's wait_for matches.
+func TestStartClaimsTwoDepositsOfThree(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	amounts := make(chan *big.Int, 100)
+	c, err := devchain.Start(ctx, devchain.Options{Backend: devchain.BackendSimulated, BlockTime: 500 * time.Millisecond,
+		EmitEvery: 300 * time.Millisecond, ClaimAfter: 300 * time.Millisecond,
+		OnDeposit: func(_ common.Hash, amount *big.Int) { amounts <- amount }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	var deposited []*big.Int
+	for len(deposited) < 6 {
+		select {
+		case a := <-amounts:
+			deposited = append(deposited, a)
+		case <-ctx.Done():
+			t.Fatalf("only %d deposits emitted", len(deposited))
+		}
+	}
+	client, err := ethclient.DialContext(ctx, c.URL)
+	require.NoError(t, err)
+	defer client.Close()
+	parsed, err := abi.JSON(bytes.NewReader(devchain.EmitterABI()))
+	require.NoError(t, err)
+	claimed := func() map[string]bool {
+		logs, err := client.FilterLogs(ctx, ethereum.FilterQuery{Addresses: []common.Address{c.Contract},
+			Topics: [][]common.Hash{{parsed.Events["Claimed"].ID}}})
+		require.NoError(t, err)
+		out := map[string]bool{}
+		for _, l := range logs {
+			out[new(big.Int).SetBytes(l.Data).String()] = true
+		}
+		return out
+	}
+	require.Eventually(t, func() bool {
+		got := claimed()
+		return got[deposited[0].String()] && got[deposited[1].String()] && got[deposited[3].String()] && got[deposited[4].String()]
+	}, 30*time.Second, 200*time.Millisecond, "claims of the first deposits never appeared")
+	got := claimed()
+	require.False(t, got[deposited[2].String()], "the third deposit was claimed")
+	require.False(t, got[deposited[5].String()], "the sixth deposit was claimed")
+}

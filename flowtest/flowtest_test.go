@@ -59,6 +59,16 @@ workflows:
     steps:
       - id: note
         http_call: { method: POST, url: "https://notes.example/deposit", body: { from: "${{ event.sender }}", amount: "${{ event.amount }}" } }
+  - name: saga
+    trigger: { manual: {} }
+    steps:
+      - { id: pause, delay: 10m }
+      - id: claimed
+        wait_for: { event: { contract: Vault, event: Claimed }, confirmations: 1, timeout: 1h, on_timeout: { goto: remind } }
+      - { id: settled, http_call: { method: POST, url: "https://hooks.example/settled" } }
+      - id: remind
+        if: "${{ steps.claimed.output.timed_out == true }}"
+        http_call: { method: POST, url: "https://hooks.example/remind" }
   - name: tick
     trigger: { cron: { schedule: "*/5 * * * *" } }
     steps:
@@ -217,4 +227,88 @@ tests:
 	require.Len(t, res[2].Failures, 1)
 	require.Contains(t, res[2].Failures[0].At, "x.test.yaml:25:72") // the amount key
 	require.Contains(t, res[2].Failures[0].Message, "event: amount (uint256)")
+}
+
+// A test runs on a clock of its own: a 10-minute delay and a 1-hour
+// wait_for timeout take no wall time when the test says nothing of time,
+// and a test that says advance: moves its clock exactly that far (59m: the
+// wait still waits; 1h: it times out).
+func TestVirtualClock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := time.Now()
+	res := b.run(t, `
+workflow: saga
+tests:
+  - name: the delay and the timeout are skipped
+    given: { manual: {} }
+    http: [ { url: "https://hooks.example/remind" } ]
+    expect:
+      status: completed
+      steps: { ran: [pause, claimed, "remind@1"] }
+      outputs: { claimed: { timed_out: true } }
+      requests: [ { url: "https://hooks.example/remind" } ]
+  - name: nine minutes in, the delay still waits
+    given: [ { manual: {} }, { advance: 9m } ]
+    expect: { status: waiting_delay, steps: { ran: [] } }
+  - name: the delay and 59 minutes of the wait
+    given: [ { manual: {} }, { advance: 10m }, { advance: 59m } ]
+    expect: { status: waiting_event, steps: { ran: [pause] }, requests: [] }
+  - name: the delay and the whole hour of the wait
+    given: [ { manual: {} }, { advance: 10m }, { advance: 1h } ]
+    http: [ { url: "https://hooks.example/remind" } ]
+    expect:
+      status: completed
+      steps: { ran: [pause, claimed, "remind@1"] }
+      requests: [ { url: "https://hooks.example/remind" } ]
+`)
+	require.Len(t, res, 4)
+	for _, r := range res {
+		require.True(t, r.Passed, "%s:\n%s", r.Name, messages(r))
+		t.Logf("%s: %s", r.Name, r.Elapsed)
+		require.Less(t, r.Elapsed, 5*time.Second, r.Name)
+	}
+	require.Less(t, time.Since(started), 20*time.Second)
+}
+
+// TestReadResultByPosition: a fixture gives a view with several outputs its
+// result by name or, as ethers prints a Result, as a list by position;
+// expressions read it either way (result.reserve0, result[1]).
+func TestReadResultByPosition(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	raw, err := os.ReadFile(anviltest.ContractPath(t, "Reserves.abi.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pair.json"), raw, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(`
+name: pairs
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1" }
+contracts:
+  - { name: Pair, abi: ./Pair.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: reserves
+    trigger: { read: { contract: Pair, function: getReserves, every: 1 block, when: "${{ result[0] > 0 }}" } }
+    steps:
+      - id: note
+        http_call: { method: POST, url: "https://notes.example/r", body: { r0: "${{ result.reserve0 }}", r1: "${{ result[1] }}" } }
+`), 0o644))
+	p, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, err)
+	b := &bundle{pool: storetest.Pool(t), project: p, dir: dir}
+	res := b.run(t, `
+tests:
+  - name: by name and by position
+    workflow: reserves
+    given:
+      - read: { result: { reserve0: 0, reserve1: 9, blockTimestampLast: 1 }, block: 1 }
+      - read: { result: { reserve0: 100, reserve1: 200, blockTimestampLast: 1 }, block: 2 }
+      - read: { result: [300, 400, 1], block: 3 }
+    http: [ { url: "https://notes.example/r" } ]
+    expect:
+      runs: [ { status: completed }, { status: completed } ]
+      requests: [ { body: { r0: "100", r1: "200" } }, { body: { r0: "300", r1: "400" } } ]
+`)
+	require.Len(t, res, 1)
+	require.True(t, res[0].Passed, messages(res[0]))
 }

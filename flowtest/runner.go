@@ -151,7 +151,7 @@ func Run(ctx context.Context, opts Options, files []*fixture.File) ([]Result, er
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			s := &session{opts: opts, e: e, rt: rt}
+			s := &session{opts: opts, e: e, rt: rt, schema: schema}
 			start := time.Now()
 			fails := s.run(ctx, j.t)
 			el := time.Since(start)
@@ -174,6 +174,8 @@ type session struct {
 	opts Options
 	e    *jobs.Engine
 	rt   *router
+	// schema is the session's River schema, where its runs' jobs wait.
+	schema string
 }
 
 // run runs one test and returns what did not hold.
@@ -210,7 +212,23 @@ func (s *session) run(ctx context.Context, t *fixture.Test) []Failure {
 	if err != nil {
 		return failAt(t.Pos, "deploy %s: %v", name, err)
 	}
+	// The test's clock: a test that says advance: moves it only so; one
+	// that does not skips each timer its runs reach (see clock.go).
+	clk := &clock{s: s, skip: !slices.ContainsFunc(t.Given, func(o fixture.Occurrence) bool { return o.Advance > 0 })}
+	until := func(i int) string {
+		if i < len(t.Expect.Runs) {
+			st, _ := t.Expect.Runs[i].Value.(map[string]any)["status"].(string)
+			return st
+		}
+		return ""
+	}
 	for i, o := range t.Given {
+		if o.Advance > 0 {
+			if err := clk.advance(ctx, runs, o.Advance, until); err != nil {
+				return failAt(o.Pos, "advance %s: %v", o.Advance, err)
+			}
+			continue
+		}
 		claim, ok, err := c.claim(o)
 		var oe *occurrenceError
 		if errors.As(err, &oe) {
@@ -239,38 +257,11 @@ func (s *session) run(ctx context.Context, t *fixture.Test) []Failure {
 			continue // the same key: the claim gate made no second run
 		}
 		runs = append(runs, run)
-		var until string
-		if i := len(runs) - 1; i < len(t.Expect.Runs) {
-			until, _ = t.Expect.Runs[i].Value.(map[string]any)["status"].(string)
-		}
-		if err := s.settle(ctx, run, until); err != nil {
+		if err := clk.settle(ctx, run, until(len(runs)-1)); err != nil {
 			return failAt(o.Pos, "occurrence %d: %v", i+1, err)
 		}
 	}
 	return s.check(ctx, t, runs, rec)
-}
-
-// settle waits for a run to finish, or to reach status until (a test may
-// expect a run to stay throttled, say).
-func (s *session) settle(ctx context.Context, id uuid.UUID, until string) error {
-	deadline := time.Now().Add(s.opts.Timeout)
-	for {
-		run, err := store.GetRun(ctx, s.opts.Pool, id, false)
-		if err != nil {
-			return err
-		}
-		if run.Status.Terminal() || (until != "" && string(run.Status) == until) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %s is still %s after %s (rflow test --timeout)", id, run.Status, s.opts.Timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // check compares what came out with the test's expectations.

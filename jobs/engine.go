@@ -137,13 +137,16 @@ type engineRiver struct {
 // compiled plans of the generations in use, the HTTP client of http_call
 // and notify, the environment expressions read and the crash points.
 type engineSteps struct {
-	kinds    map[string]stepKind
-	plansMu  sync.Mutex
-	plans    map[string]*plan
-	http     *http.Client
-	envVars  map[string]any
-	maxJumps int
-	faults   *fault.Set
+	kinds   map[string]stepKind
+	plansMu sync.Mutex
+	plans   map[string]*plan
+	// uncompiled are the generations (name@generation) already logged as
+	// not compiling against this project (warnUncompiled), under plansMu.
+	uncompiled map[string]bool
+	http       *http.Client
+	envVars    map[string]any
+	maxJumps   int
+	faults     *fault.Set
 }
 
 // engineRelayer is the embedded relayer the sends go through (nil for an
@@ -477,7 +480,7 @@ func (e *Engine) plan(ctx context.Context, db store.DBTX, name string, generatio
 	}
 	wf, err := workflow.CompileSpec(e.project, spec, origin)
 	if err != nil {
-		return nil, fmt.Errorf("compile %s generation %d: %w", name, generation, err)
+		return nil, &uncompiledError{workflow: name, generation: generation, trigger: specTrigger(spec), err: err}
 	}
 	// A spec has no lines; when it is the definition this process loaded
 	// from its files, run that one, so run-time expression errors name

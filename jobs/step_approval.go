@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -18,6 +19,7 @@ import (
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/units"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -29,11 +31,14 @@ const pausedRecheck = 5 * time.Second
 // the approver sees it and exactly as an approved send broadcasts it: the
 // request is built once, when the gate opens, and never re-evaluated.
 type ApprovalSummary struct {
-	Network       string              `json:"network"`
-	ChainID       uint64              `json:"chain_id"`
-	Wallet        string              `json:"wallet"`
-	To            string              `json:"to"`
-	Value         string              `json:"value"` // wei, decimal
+	Network string `json:"network"`
+	ChainID uint64 `json:"chain_id"`
+	Wallet  string `json:"wallet"`
+	To      string `json:"to"`
+	Value   string `json:"value"` // wei, decimal
+	// ValueText is Value for a person, in the network's currency:
+	// "0.0292 ETH (29200000000000000 wei)".
+	ValueText     string              `json:"value_text,omitempty"`
 	Contract      string              `json:"contract,omitempty"`
 	Function      string              `json:"function,omitempty"`
 	Args          []ApprovalArg       `json:"args,omitempty"`
@@ -52,6 +57,9 @@ type ApprovalArg struct {
 	Name  string `json:"name"`
 	Type  string `json:"type"`
 	Value string `json:"value"`
+	// Text is Value for a person where it is a token amount (the amount
+	// of a transfer, transferFrom or approve on a contract with token:).
+	Text string `json:"text,omitempty"`
 }
 
 // request rebuilds the relayer request the summary describes.
@@ -75,18 +83,22 @@ func (s *ApprovalSummary) request(externalID string, dryRun bool) (relayer.Reque
 
 // OneLine is the summary as one line of text (notifications, listings).
 func (s *ApprovalSummary) OneLine() string {
-	what := fmt.Sprintf("send %s wei to %s", s.Value, s.To)
+	what := fmt.Sprintf("send %s to %s", s.valueText(), s.To)
 	if s.Function != "" {
 		what = fmt.Sprintf("call %s.%s(", s.Contract, s.Function)
 		for i, a := range s.Args {
 			if i > 0 {
 				what += ", "
 			}
-			what += a.Value
+			if a.Text != "" {
+				what += a.Text
+			} else {
+				what += a.Value
+			}
 		}
 		what += ")"
 		if s.Value != "0" {
-			what += " with " + s.Value + " wei"
+			what += " with " + s.valueText()
 		}
 	}
 	what += fmt.Sprintf(" from %s on %s", s.Wallet, s.Network)
@@ -98,6 +110,15 @@ func (s *ApprovalSummary) OneLine() string {
 		what += fmt.Sprintf(" (gas ~%d)", s.GasEstimate)
 	}
 	return what
+}
+
+// valueText is the value for a person; a summary from before value_text
+// shows it in ETH.
+func (s *ApprovalSummary) valueText() string {
+	if s.ValueText != "" {
+		return s.ValueText
+	}
+	return units.Ether().FormatText(s.Value)
 }
 
 // DecodeApprovalSummary decodes an approval row's summary.
@@ -193,6 +214,7 @@ func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Re
 	if req.Value != nil {
 		sum.Value = req.Value.String()
 	}
+	sum.ValueText = e.project.NativeUnit(sum.Network).FormatText(sum.Value)
 	if len(req.Data) > 0 {
 		sum.Calldata = hexutil.Encode(req.Data)
 	}
@@ -202,6 +224,7 @@ func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Re
 			for i, in := range m.Inputs {
 				sum.Args = append(sum.Args, ApprovalArg{Name: in.Name, Type: in.Type.String(), Value: argText(vals[i])})
 			}
+			e.tokenAmountText(send, sum.Args)
 		}
 	}
 	sim, err := e.relayer.Simulate(ctx, req)
@@ -213,6 +236,32 @@ func (e *Engine) summarize(ctx context.Context, s *workflow.Step, req relayer.Re
 	}
 	sum.Simulation, sum.GasEstimate = sim, sim.GasEstimate
 	return sum
+}
+
+// tokenAmountText shows the token amounts among a call's arguments in the
+// token's unit, where the project file declares it (token: on the called
+// contract): the argument a budget on the token counts (the last of
+// transfer, transferFrom, approve) and any uint256 named amount, value or
+// wad (mint, burn, deposit, withdraw and the like).
+func (e *Engine) tokenAmountText(send *workflow.Send, args []ApprovalArg) {
+	c := e.project.Contract(send.Contract)
+	if c == nil || c.Token == nil {
+		return
+	}
+	for i := range args {
+		a := &args[i]
+		if a.Type != "uint256" {
+			continue
+		}
+		counted := i == len(args)-1 && (send.Function == "transfer" || send.Function == "transferFrom" || send.Function == "approve")
+		switch strings.ToLower(strings.TrimLeft(a.Name, "_")) {
+		case "amount", "value", "wad":
+			counted = true
+		}
+		if counted {
+			a.Text = c.Token.FormatText(a.Value)
+		}
+	}
 }
 
 func argText(v any) string {

@@ -58,11 +58,17 @@ type gateBundle struct {
 
 func startGates(t *testing.T, timeout, onTimeout string) *gateBundle {
 	t.Helper()
+	return startGatesWith(t, gatedProject, timeout, onTimeout)
+}
+
+// startGatesWith is startGates on a variant of gatedProject.
+func startGatesWith(t *testing.T, tmpl, timeout, onTimeout string) *gateBundle {
+	t.Helper()
 	node := anviltest.Start(t, anviltest.Options{BlockTime: 200 * time.Millisecond})
 	em := anviltest.DeployEmitter(t, node)
 	recv := newReceiver(t)
 	_, from := anviltest.Key(t, 2)
-	project := chainProject(t, fmt.Sprintf(gatedProject, node.URL, anviltest.DevKeys[2], em.Address.Hex(), recv.URL,
+	project := chainProject(t, fmt.Sprintf(tmpl, node.URL, anviltest.DevKeys[2], em.Address.Hex(), recv.URL,
 		timeout, onTimeout), os.LookupEnv)
 	url := storetest.URL(t)
 	pool, err := pgxpool.New(context.Background(), url)

@@ -161,7 +161,8 @@ func (e *Engine) parkSend(ctx context.Context, job *river.Job[StepArgs], a *adva
 		w := &store.Writes{Journal: a.run.Journal}
 		w.SettleStep(a.run.ID, step.Key, step.Attempt, store.StepOutcome{
 			Status: store.StepWaiting, StartedAt: &now,
-			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status)}),
+			Output: mustJSON(map[string]any{"tx_id": t.TxID.String(), "external_id": req.ExternalID, "status": string(t.Status),
+				"value_text": e.project.ChainUnit(req.ChainID).Format(req.Value)}),
 		})
 		a.status, a.position = store.RunWaitingTx, step.Key
 		ok, err := e.flush(ctx, tx, []*advance{a}, false, w)
@@ -213,7 +214,7 @@ func (e *Engine) onTxFinal(ctx context.Context, tx pgx.Tx, t *relayer.Transactio
 		"tx_id": t.TxID.String(), "external_id": t.ExternalID, "hash": t.Hash.Hex(), "block": int64(t.BlockNumber),
 		"block_hash": t.BlockHash.Hex(),
 		"status":     string(t.Status), "gas_used": int64(t.GasUsed), "from": t.From.Hex(), "to": t.To.Hex(),
-		"value": t.Value, "dry_run": t.DryRun,
+		"value": t.Value, "value_text": e.project.ChainUnit(t.ChainID).Format(t.Value), "dry_run": t.DryRun,
 	}
 	if t.Simulation != nil {
 		out["simulation"] = t.Simulation

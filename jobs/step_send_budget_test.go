@@ -104,8 +104,8 @@ func TestBudgetRaceNeverOvershoots(t *testing.T) {
 		case store.RunCompleted:
 			done++
 		case store.RunFailed:
-			require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei (3000000000), spent ")
-			require.True(t, strings.HasSuffix(*run.Error, "this send 1000000000"), *run.Error)
+			require.Contains(t, *run.Error, "budget_exceeded: petty cap 3 gwei = 0.000000003 ETH (3000000000 wei), spent ")
+			require.True(t, strings.HasSuffix(*run.Error, "this send 0.000000001 ETH (1000000000 wei)"), *run.Error)
 			refused++
 		default:
 			t.Fatalf("run %x ended %s", id, run.Status)

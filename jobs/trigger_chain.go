@@ -101,10 +101,9 @@ func (s *triggerSource) build(ctx context.Context, gens map[string]int64) (chain
 	var trig chain.Triggers
 	for _, name := range slices.Sorted(maps.Keys(gens)) {
 		p, err := s.e.plan(ctx, s.e.pool, name, gens[name])
-		var ds workflow.Diagnostics
-		if errors.As(err, &ds) {
-			s.e.logger.Warn("deployed workflow does not compile against this project file; its chain trigger does not run here",
-				"workflow", name, "generation", gens[name], "err", err)
+		var uc *uncompiledError
+		if errors.As(err, &uc) {
+			s.e.warnUncompiled(uc)
 			continue
 		}
 		if err != nil {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,8 +127,13 @@ func (e *Engine) cronTriggers(ctx context.Context) (map[string]*workflow.CronTri
 			continue // its triggers stopped, or are not this file's
 		}
 		p, err := e.plan(ctx, e.pool, r.Name, r.Generation)
-		if err != nil {
-			e.logger.Warn("cron: cannot compile workflow", "workflow", r.Name, "err", err)
+		var uc *uncompiledError
+		switch {
+		case errors.As(err, &uc):
+			e.warnUncompiled(uc) // whatever its trigger: logged once, named by its kind
+			continue
+		case err != nil:
+			e.logger.Warn("cron: cannot read a deployed workflow", "workflow", r.Name, "generation", r.Generation, "err", err)
 			continue
 		}
 		if p.wf.Trigger.Cron != nil {

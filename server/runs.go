@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // startRunRequest is the body of POST /v1/workflows/{name}/runs.
@@ -25,6 +27,12 @@ type startRunRequest struct {
 	// run, and is a conflict when its input differs. Empty means the key
 	// derived from the Idempotency-Key (commandRunKey).
 	Key string `json:"key"`
+	// Body, for a webhook workflow only, is a test delivery: the run
+	// starts as if the hook had received this JSON body with no headers
+	// (the caller's operate role stands in for the hook's signature). Its
+	// key is Key or the Idempotency-Key's, as for a manual run; the
+	// trigger's own idempotency_key is not evaluated.
+	Body json.RawMessage `json:"body"`
 }
 
 // startRunResponse answers a manual run request.
@@ -54,14 +62,15 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 					message: fmt.Sprintf("the body must be a JSON object {\"input\": …, \"key\": \"…\"}: %v", orTrailing(err))}
 			}
 		}
-		if aerr := s.manualWorkflow(ctx, name); aerr != nil {
-			return 0, nil, aerr
-		}
 		key := req.Key
 		if key == "" {
 			key = commandRunKey(cmd.Key)
 		}
-		id, created, err := s.engine.StartRunTx(ctx, tx, store.ManualClaim(name, key, req.Input))
+		claim, aerr := s.runClaim(ctx, name, key, req)
+		if aerr != nil {
+			return 0, nil, aerr
+		}
+		id, created, err := s.engine.StartRunTx(ctx, tx, claim)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -73,34 +82,60 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// manualWorkflow refuses a run of a workflow that is not deployed (404) or
-// whose trigger is not manual (409): the claim gate would otherwise start a
-// manual run of it, which skips a webhook's signature and fails an event
-// workflow's first read of `event`.
-func (s *Server) manualWorkflow(ctx context.Context, name string) error {
+// runClaim is the claim of a requested run: a manual run of a manual
+// workflow, or a test delivery (req.Body) of a webhook workflow.
+func (s *Server) runClaim(ctx context.Context, name, key string, req startRunRequest) (store.Claim, error) {
+	wf, err := s.startableWorkflow(ctx, name)
+	if err != nil {
+		return store.Claim{}, err
+	}
+	switch {
+	case wf.Trigger.Webhook != nil && req.Body != nil:
+		if req.Input != nil {
+			return store.Claim{}, &apiError{status: http.StatusBadRequest, code: "bad_request",
+				message: fmt.Sprintf("workflow %s has a webhook trigger: send its test delivery as \"body\", not \"input\"", name)}
+		}
+		payload, err := json.Marshal(trigger.WebhookPayload{Headers: map[string]string{}, Body: req.Body})
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("webhook %s: encode payload: %w", name, err)
+		}
+		return store.Claim{Workflow: name, TriggerKey: key, TriggerKind: trigger.Webhook, Trigger: payload}, nil
+	case wf.Trigger.Manual != nil && req.Body == nil:
+		return store.ManualClaim(name, key, req.Input), nil
+	case wf.Trigger.Manual != nil:
+		return store.Claim{}, &apiError{status: http.StatusBadRequest, code: "bad_request",
+			message: fmt.Sprintf("workflow %s has a manual trigger: send its run's data as \"input\"; \"body\" is a webhook workflow's test delivery", name)}
+	}
+	hint := "its runs come from its trigger"
+	if wf.Trigger.Webhook != nil {
+		hint = "send its events, signed, to POST /hooks/" + name + ", or a test delivery as {\"body\": …} here"
+	}
+	return store.Claim{}, &apiError{status: http.StatusConflict, code: "not_manual",
+		message: fmt.Sprintf("workflow %s has a %s trigger: this route starts runs of manual workflows only; %s", name, wf.Trigger.Kind, hint)}
+}
+
+// startableWorkflow is the compiled current definition of a workflow a run
+// is asked of: 404 when it is not deployed, 409 when its definition no
+// longer compiles. A run of a trigger other than manual (or a webhook's
+// test delivery) is refused by runClaim: the claim gate would otherwise
+// start a manual run of it, which skips a webhook's signature and fails an
+// event workflow's first read of `event`.
+func (s *Server) startableWorkflow(ctx context.Context, name string) (*workflow.Workflow, error) {
 	wf, err := s.engine.Workflow(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return &apiError{status: http.StatusNotFound, code: "not_found",
+		return nil, &apiError{status: http.StatusNotFound, code: "not_found",
 			message: fmt.Sprintf("no workflow %q is deployed (deploy it with PUT /v1/workflows/%s or rflow workflows deploy)", name, name)}
 	}
 	if diags, ok := asDiagnostics(err); ok {
 		// The current generation no longer compiles: an API deploy made
 		// before its ${VAR} rule, or a project that changed under it.
-		return &apiError{status: http.StatusConflict, code: "invalid_definition",
+		return nil, &apiError{status: http.StatusConflict, code: "invalid_definition",
 			message: fmt.Sprintf("the deployed definition of %s does not compile (%s); deploy a fixed one", name, diags.Error())}
 	}
 	if err != nil {
-		return fmt.Errorf("workflow %s: %w", name, err)
+		return nil, fmt.Errorf("workflow %s: %w", name, err)
 	}
-	if wf.Trigger.Manual == nil {
-		hint := "its runs come from its trigger"
-		if wf.Trigger.Webhook != nil {
-			hint = "send its events, signed, to POST /hooks/" + name
-		}
-		return &apiError{status: http.StatusConflict, code: "not_manual",
-			message: fmt.Sprintf("workflow %s has a %s trigger: this route starts runs of manual workflows only; %s", name, wf.Trigger.Kind, hint)}
-	}
-	return nil
+	return wf, nil
 }
 
 func orTrailing(err error) error {

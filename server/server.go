@@ -94,6 +94,12 @@ type Config struct {
 	// River UI is served at /riverui/ behind the API tokens and the
 	// console's session (riverui.go).
 	River *river.Client[pgx.Tx]
+	// Networks are the project's networks; the console links transactions
+	// and blocks to those that declare an explorer:.
+	Networks []*workflow.Network
+	// ConsoleSessions, when set, is the console's table of logins, shared
+	// with the servers this process ran before (rflow dev's reloads).
+	ConsoleSessions *console.Sessions
 	// Metrics, when set, is served at /metrics without a token: it
 	// exposes counts under project names, never run data (see
 	// docs/operations.md). rflow start --metrics-addr serves it on a
@@ -184,7 +190,8 @@ func New(cfg Config) (*Server, error) {
 	// The run console's buttons send their commands through this same
 	// handler, so they share the API's ledger, checks and roles.
 	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
-		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil})
+		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil, Networks: cfg.Networks,
+		Sessions: cfg.ConsoleSessions})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // Run is a run as the API shows it (and `rflow runs … -o json`). It is the
@@ -40,7 +41,7 @@ func NewRun(r *store.Run) *Run {
 	}
 	return &Run{
 		ID: r.ID, Workflow: r.Workflow, Generation: r.Generation, Attempt: r.Attempt,
-		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: r.Trigger, Status: string(r.Status),
+		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: trigger.ABIIntegersAsText(r.TriggerKind, r.Trigger), Status: string(r.Status),
 		Position: r.Position, Error: r.Error, FailedStep: r.FailedStep, ChainID: r.ChainID, BlockNumber: r.BlockNumber,
 		OrphanedAt: r.OrphanedAt, WakeAt: r.WakeAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/rflow-dev/rflow/units"
 )
 
 // BudgetStatus is a budget reservation's state.
@@ -30,6 +33,9 @@ type Budget struct {
 	Cap      *big.Int
 	CapText  string
 	Window   time.Duration
+	// Unit is what the budget's amounts are shown in; the zero Unit when
+	// the row predates units (migration 045) and was not deployed since.
+	Unit units.Unit
 }
 
 // DeclareBudget records a budget's current cap and window, and locks its
@@ -37,11 +43,11 @@ type Budget struct {
 // the cap.
 func DeclareBudget(ctx context.Context, q DBTX, b Budget) error {
 	_, err := q.Exec(ctx, `
-INSERT INTO rflow.budgets (workflow_name, name, asset, cap, cap_text, span)
-VALUES ($1, $2, $3, $4::numeric, $5, make_interval(secs => $6))
+INSERT INTO rflow.budgets (workflow_name, name, asset, cap, cap_text, span, unit)
+VALUES ($1, $2, $3, $4::numeric, $5, make_interval(secs => $6), $7)
 ON CONFLICT (workflow_name, name, asset) DO UPDATE
-SET cap = EXCLUDED.cap, cap_text = EXCLUDED.cap_text, span = EXCLUDED.span, updated_at = now()`,
-		b.Workflow, b.Name, b.Asset, numeric(b.Cap), b.CapText, b.Window.Seconds())
+SET cap = EXCLUDED.cap, cap_text = EXCLUDED.cap_text, span = EXCLUDED.span, unit = EXCLUDED.unit, updated_at = now()`,
+		b.Workflow, b.Name, b.Asset, numeric(b.Cap), b.CapText, b.Window.Seconds(), unitJSON(b.Unit))
 	if err != nil {
 		return fmt.Errorf("declare budget %s/%s: %w", b.Workflow, b.Name, err)
 	}
@@ -127,6 +133,53 @@ WHERE external_id = $1 AND status <> $2`, externalID, string(st))
 	return nil
 }
 
+// ReleasedReservation is a send's released reservation with its budget's
+// cap, as ReleasedBudgets locks it.
+type ReleasedReservation struct {
+	Workflow, Budget, Asset string
+	Amount, Cap             *big.Int
+	CapText                 string
+}
+
+// ReleasedBudgets returns the released reservations of externalID, each
+// with its budget's row locked until tx ends (the lock Reserve takes), by
+// asset.
+func ReleasedBudgets(ctx context.Context, tx pgx.Tx, externalID string) ([]ReleasedReservation, error) {
+	rows, err := tx.Query(ctx, `
+SELECT r.workflow_name, r.budget, r.asset, r.amount::text, b.cap::text, b.cap_text
+FROM rflow.budget_reservations r
+JOIN rflow.budgets b ON (b.workflow_name, b.name, b.asset) = (r.workflow_name, r.budget, r.asset)
+WHERE r.external_id = $1 AND r.status = 'released'
+ORDER BY r.asset
+FOR UPDATE OF b, r`, externalID)
+	if err != nil {
+		return nil, fmt.Errorf("released budgets of %s: %w", externalID, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReleasedReservation, error) {
+		var r ReleasedReservation
+		var amt, capS string
+		if err := row.Scan(&r.Workflow, &r.Budget, &r.Asset, &amt, &capS, &r.CapText); err != nil {
+			return r, err
+		}
+		r.Amount, _ = new(big.Int).SetString(amt, 10)
+		r.Cap, _ = new(big.Int).SetString(capS, 10)
+		return r, nil
+	})
+}
+
+// ReclaimBudget moves a send's released reservation of asset back to
+// spent, counted from now in its window: the send is about to reach a
+// node again.
+func ReclaimBudget(ctx context.Context, tx pgx.Tx, externalID, asset string) error {
+	_, err := tx.Exec(ctx, `
+UPDATE rflow.budget_reservations SET status = 'spent', reserved_at = now(), settled_at = now()
+WHERE external_id = $1 AND asset = $2 AND status = 'released'`, externalID, asset)
+	if err != nil {
+		return fmt.Errorf("reclaim budget of %s: %w", externalID, err)
+	}
+	return nil
+}
+
 // ReconcileBudgets settles reservations against the relayer, by external
 // id, inside their budget's window: a send the relayer holds that landed or
 // is still in flight is spent (even a row released too early), one that
@@ -163,7 +216,7 @@ WHERE (r.external_id, r.asset) = (j.external_id, j.asset) AND j.verdict <> j.sta
 // window, by workflow and name.
 func BudgetUses(ctx context.Context, q DBTX) ([]BudgetUse, error) {
 	rows, err := q.Query(ctx, `
-SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch FROM b.span)::float8,
+SELECT b.workflow_name, b.name, b.asset, b.cap::text, b.cap_text, extract(epoch FROM b.span)::float8, b.unit,
     coalesce(sum(r.amount) FILTER (WHERE r.status = 'reserved'), 0)::text,
     coalesce(sum(r.amount) FILTER (WHERE r.status = 'spent'), 0)::text
 FROM rflow.budgets b
@@ -178,8 +231,13 @@ ORDER BY b.workflow_name, b.name, b.asset`)
 		var u BudgetUse
 		var capS, res, spent string
 		var secs float64
-		if err := row.Scan(&u.Workflow, &u.Name, &u.Asset, &capS, &u.CapText, &secs, &res, &spent); err != nil {
+		var unit []byte
+		if err := row.Scan(&u.Workflow, &u.Name, &u.Asset, &capS, &u.CapText, &secs, &unit, &res, &spent); err != nil {
 			return u, err
+		}
+		if len(unit) > 0 {
+			// A row this version did not write shows in the default unit.
+			_ = json.Unmarshal(unit, &u.Unit)
 		}
 		u.Window = time.Duration(secs * float64(time.Second))
 		u.Cap, _ = new(big.Int).SetString(capS, 10)
@@ -187,4 +245,14 @@ ORDER BY b.workflow_name, b.name, b.asset`)
 		u.Spent, _ = new(big.Int).SetString(spent, 10)
 		return u, nil
 	})
+}
+
+// unitJSON is a budget's unit column: NULL for the zero Unit (nothing
+// declared it).
+func unitJSON(u units.Unit) []byte {
+	if u == (units.Unit{}) {
+		return nil
+	}
+	b, _ := json.Marshal(u)
+	return b
 }

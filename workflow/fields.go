@@ -239,8 +239,9 @@ func (l *loader) boolean(n *node, what string) (bool, bool) {
 	return false, false
 }
 
-// duration parses Go durations ("10s", "1h30m") plus whole days ("7d").
-func parseDuration(s string) (time.Duration, error) {
+// ParseDuration parses a duration as project files write them: Go
+// durations ("10s", "1h30m") plus whole days ("7d").
+func ParseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" {
 		n, err := strconv.ParseInt(days, 10, 32)
@@ -265,7 +266,7 @@ func (l *loader) duration(n *node, what string) (time.Duration, bool) {
 		l.errorf(n.pos, "%s: %s has no unit (write e.g. %ss)", what, s, s)
 		return 0, false
 	}
-	d, err := parseDuration(s)
+	d, err := ParseDuration(s)
 	if err != nil {
 		l.errorf(n.pos, "%s: %v", what, err)
 		return 0, false

@@ -59,7 +59,7 @@ func CheckDeterministicRetention(d time.Duration) error {
 // ParseRetention parses a retention as the project file writes durations
 // ("24h", "90m", "14d"); it must be positive.
 func ParseRetention(s string) (time.Duration, error) {
-	d, err := parseDuration(s)
+	d, err := ParseDuration(s)
 	if err != nil {
 		return 0, err
 	}

@@ -270,7 +270,7 @@ func (l *loader) include(n *node) []*node {
 
 func (l *loader) network(n *node) {
 	m := l.fields(n, "network", "name", "chain_id", "rpc", "ws", "confirmations", "block_poll_interval", "max_block_range",
-		"finality")
+		"finality", "currency", "explorer")
 	if m == nil {
 		return
 	}
@@ -315,6 +315,8 @@ func (l *loader) network(n *node) {
 		}
 	}
 	l.networkFinality(m["finality"], net)
+	l.networkCurrency(m["currency"], net)
+	l.networkExplorer(m["explorer"], net)
 	l.p.Networks = append(l.p.Networks, net)
 }
 
@@ -458,7 +460,7 @@ func (l *loader) perGas(n *node, what string) *big.Int {
 }
 
 func (l *loader) contract(n *node) {
-	m := l.fields(n, "contract", "name", "abi", "network", "address", "start_block")
+	m := l.fields(n, "contract", "name", "abi", "network", "address", "start_block", "token")
 	if m == nil {
 		return
 	}
@@ -490,6 +492,7 @@ func (l *loader) contract(n *node) {
 			c.StartBlock = uint64(v)
 		}
 	}
+	l.contractToken(m["token"], c)
 	l.p.Contracts = append(l.p.Contracts, c)
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/expr-lang/expr/vm/runtime"
 	"github.com/holiman/uint256"
+
+	"github.com/rflow-dev/rflow/units"
 )
 
 // Arithmetic and comparisons in expressions go through the functions in this
@@ -447,38 +449,6 @@ func plus(p ...any) (any, error) {
 	return intResult(n.i)
 }
 
-// scaleDecimal converts the decimal text s ("1.5", "2", "0.000001") into an
-// integer scaled by 10^decimals, exactly; more fractional digits than
-// decimals is an error rather than a rounding.
-func scaleDecimal(s string, decimals int) (*big.Int, error) {
-	if decimals < 0 || decimals > 77 {
-		return nil, fmt.Errorf("decimals %d out of range 0..77", decimals)
-	}
-	s = strings.ReplaceAll(strings.TrimSpace(s), "_", "")
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" && frac == "" || strings.ContainsAny(whole+frac, "+-eE") {
-		return nil, fmt.Errorf("%q is not a decimal number", s)
-	}
-	frac = strings.TrimRight(frac, "0")
-	if len(frac) > decimals {
-		return nil, fmt.Errorf("%q has more than %d decimal places", s, decimals)
-	}
-	digits := whole + frac + strings.Repeat("0", decimals-len(frac))
-	if len(digits) > 200 {
-		return nil, fmt.Errorf("%q is too large", s)
-	}
-	r, ok := new(big.Int).SetString(digits, 10)
-	if !ok {
-		return nil, fmt.Errorf("%q is not a decimal number", s)
-	}
-	if neg {
-		r.Neg(r)
-	}
-	return r, nil
-}
-
 // decimalText renders an argument of ether/gwei/units as decimal text.
 func decimalText(v any) (string, error) {
 	switch v := v.(type) {
@@ -510,7 +480,7 @@ func unitsOf(x any, decimals any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("units: %w", err)
 	}
-	r, err := scaleDecimal(s, int(d.i.Int64()))
+	r, err := units.Parse(s, int(d.i.Int64()))
 	if err != nil {
 		return nil, err
 	}
@@ -528,21 +498,7 @@ func formatUnits(x any, decimals any) (string, error) {
 	if !ok || d.isFloat || !d.i.IsInt64() || d.i.Int64() < 0 || d.i.Int64() > 77 {
 		return "", errors.New("format_units: decimals must be an integer in 0..77")
 	}
-	dec := int(d.i.Int64())
-	neg := i.Sign() < 0
-	digits := new(big.Int).Abs(i).String()
-	if len(digits) <= dec {
-		digits = strings.Repeat("0", dec-len(digits)+1) + digits
-	}
-	whole, frac := digits[:len(digits)-dec], strings.TrimRight(digits[len(digits)-dec:], "0")
-	out := whole
-	if frac != "" {
-		out += "." + frac
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out, nil
+	return units.Decimal(i, int(d.i.Int64())), nil
 }
 
 // parseAmount parses "5 ether", "20 gwei", "1000 wei" or a plain integer
@@ -551,13 +507,13 @@ func parseAmount(s string) (*big.Int, error) {
 	fields := strings.Fields(s)
 	switch len(fields) {
 	case 1:
-		return scaleDecimal(fields[0], 0)
+		return units.Parse(fields[0], 0)
 	case 2:
 		dec, ok := map[string]int{"wei": 0, "gwei": 9, "ether": 18, "eth": 18}[strings.ToLower(fields[1])]
 		if !ok {
 			return nil, fmt.Errorf("unknown unit %q (use wei, gwei or ether)", fields[1])
 		}
-		return scaleDecimal(fields[0], dec)
+		return units.Parse(fields[0], dec)
 	}
 	return nil, fmt.Errorf("%q is not an amount like \"5 ether\"", s)
 }

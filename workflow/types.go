@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/rflow-dev/rflow/trigger"
+	"github.com/rflow-dev/rflow/units"
 )
 
 // Defaults applied by the loader. They are documented in docs/workflows.md.
@@ -117,6 +118,13 @@ type Network struct {
 	// finalized block tags: FinalityTags, FinalityNone, or "" (not
 	// declared: rflow start asks the node).
 	Finality string
+	// Currency is the unit native amounts on the network are shown in
+	// (currency: { symbol, decimals }; ETH with 18 decimals by default).
+	Currency units.Unit
+	// Explorer is the base URL of the network's block explorer (explorer:,
+	// https, no trailing slash), or "": the console links transactions and
+	// blocks to it.
+	Explorer string
 	Pos      Position
 }
 
@@ -155,7 +163,10 @@ type Contract struct {
 	ABI        *abi.ABI
 	Address    common.Address
 	StartBlock uint64
-	Pos        Position
+	// Token is the unit of the ERC-20 amounts the contract moves (token:
+	// { symbol, decimals }); nil when the project file declares none.
+	Token *units.Unit
+	Pos   Position
 }
 
 // Workflow is one checked workflow definition.
@@ -461,6 +472,8 @@ type BudgetRef struct {
 	Cap     *big.Int // in the asset's smallest unit (wei for native)
 	CapText string   // as written, e.g. "5 ether"
 	Window  time.Duration
+	// Unit is what the budget's amounts are shown in (Project.AssetUnit).
+	Unit units.Unit
 }
 
 // CircuitBreaker pauses a workflow after Failures failed runs in Window.

@@ -130,7 +130,7 @@ func TestCrashApprovals(t *testing.T) {
 			require.Contains(t, out, "ID  ")
 			require.Contains(t, out, store.ShortID(gate(runs[3]).ID))
 			require.Contains(t, out, "rejected")
-			require.Contains(t, out, "send 1000000000 wei to 0x000000000000000000000000000000000000dEaD from ops on local")
+			require.Contains(t, out, "send 0.000000001 ETH (1000000000 wei) to 0x000000000000000000000000000000000000dEaD from ops on local")
 			_, stderr, code = cli("approvals", "list", "--status", "maybe")
 			require.Equal(t, 2, code)
 			require.Contains(t, stderr, "not an approval status")

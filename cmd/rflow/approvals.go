@@ -107,7 +107,7 @@ func approvalsList(c *cli.Context) error {
 	fmt.Fprintln(w, "ID\tRUN\tWORKFLOW\tSTEP\tSTATUS\tEXPIRES\tSUMMARY")
 	for _, a := range aps {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", store.ShortID(a.ID), store.ShortID(a.RunID), a.Workflow, a.StepKey,
-			a.Status, a.ExpiresAt.UTC().Format(time.RFC3339), oneLine(summaryLine(a), 90))
+			a.Status, a.ExpiresAt.UTC().Format(time.RFC3339), oneLine(summaryLine(a), 140))
 	}
 	return w.Flush()
 }

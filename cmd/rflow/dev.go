@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -26,6 +25,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/examples/quickstart"
 	"github.com/rflow-dev/rflow/jobs"
+	"github.com/rflow-dev/rflow/server/console"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -36,7 +36,9 @@ func devCommand() *cli.Command {
 		Usage: "run the quickstart example on an embedded Postgres and an embedded dev chain",
 		Description: "Starts an embedded Postgres (data in $XDG_DATA_HOME/rflow/<project>, else ~/.local/share/rflow/<project>,\n" +
 			"or /var/lib/rflow/<project> as root), a dev chain that emits Deposit events, and the examples/quickstart\n" +
-			"workflows (project quickstart), or with --project your project's, and prints runs as they go.\n" +
+			"workflows (project quickstart; its copy in <data>/rflow/quickstart/project keeps your edits), or with --project\n" +
+			"your project's, and prints runs as they go. A saved edit of any project file, rflow.yaml included, reloads the\n" +
+			"whole project as a new generation, or is refused with its problems at file:line:col while the old one runs on.\n" +
 			"--database-url uses your database instead. --rpc uses your node instead of the dev chain: the\n" +
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
 			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +
@@ -135,14 +137,9 @@ func dev(c *cli.Context) error {
 	}
 	defer ch.close()
 
-	path := src.path
+	path, kept := src.path, false
 	if path == "" {
-		dir, err := os.MkdirTemp("", "rflow-quickstart-")
-		if err != nil {
-			return fmt.Errorf("project directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		if path, err = quickstart.WriteTo(dir); err != nil {
+		if path, kept, err = quickstartCopy(); err != nil {
 			return err
 		}
 	}
@@ -184,28 +181,39 @@ func dev(c *cli.Context) error {
 	token := newDevToken(os.Getenv("RFLOW_API_TOKEN"))
 	dir := filepath.Dir(path)
 	view.banner(project, src.desc, dir, db, ch, endpoint.url, ln)
+	if src.path == "" {
+		how := "written for this session"
+		if kept {
+			how = "as you left it"
+		}
+		view.printf("quickstart files in %s, %s: they stay between sessions (delete the folder for the original)", dir, how)
+	}
 	if discarded.Discarded {
 		view.printf("new dev chain: the previous session's chain is gone; its %d runs stay in history, %d in-flight runs were ended",
 			discarded.Runs, discarded.Ended)
 	}
 	ready, stopView := view.follow(ctx, db.Pool)
 	defer stopView()
-	files := &projectWatch{dir: dir, load: load, pool: db.Pool, view: view, every: time.Second}
-	reloadCtx, stopReload := context.WithCancel(ctx)
-	var reloading sync.WaitGroup
-	defer func() { stopReload(); reloading.Wait() }()
-	return runEngine(ctx, engineOptions{
-		db: db, project: project, logger: logger, listener: ln, apiToken: token.value,
-		workers: c.Int("workers"), shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
-		ready: func(e *jobs.Engine) {
+	check := func(ctx context.Context, p *workflow.Project) error {
+		if err := checkNetworks(ctx, p, logger); err != nil {
+			return err
+		}
+		return checkInFlight(ctx, db.Pool, p)
+	}
+	gens := &devGenerations{
+		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, workers: c.Int("workers"),
+			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
+			sessions: console.NewSessions(0)}, // a reload logs nobody out of the console
+		watch: newProjectWatch(dir, load, check, view),
+		view:  view,
+		first: func(e *jobs.Engine) {
 			ready(e)
 			if ln != nil {
 				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint())
 			}
-			reloading.Add(1)
-			go func() { defer reloading.Done(); files.run(reloadCtx) }()
 		},
-	})
+	}
+	return gens.run(ctx, project)
 }
 
 // consoleURL is where a browser on this machine opens the console served
@@ -246,6 +254,19 @@ func (t devToken) hint() string {
 		return "log in with token " + t.value + "; set RFLOW_API_TOKEN to choose one"
 	}
 	return "log in with $RFLOW_API_TOKEN"
+}
+
+// quickstartCopy is where rflow dev keeps its copy of the quickstart: in
+// the folder of the project's embedded database, whatever database the
+// session uses, so edits outlive the session. Files missing there are
+// written; kept reports whether every one was there already.
+func quickstartCopy() (path string, kept bool, err error) {
+	base, err := embeddedDataDir(quickstartName)
+	if err != nil {
+		return "", false, err
+	}
+	path, written, err := quickstart.WriteMissing(filepath.Join(base, "project"))
+	return path, written == 0, err
 }
 
 // quickstartName is the quickstart project's name: it keys the embedded
@@ -457,5 +478,5 @@ func startDevEndpoint(view *devView) (*devEndpoint, error) {
 	return &devEndpoint{url: "http://" + l.Addr().String(), srv: srv}, nil
 }
 
-// weiPerEther scales amounts for the dev endpoint's rating and the view.
+// weiPerEther scales amounts for the dev endpoint's rating.
 const weiPerEther = 1e18

@@ -451,7 +451,7 @@ func TestDevViewApprovalHint(t *testing.T) {
 	var plain bytes.Buffer
 	newDevView(&plain).approvalWaiting(ap)
 	require.Contains(t, plain.String(), `approve="rflow approve 00000001"`)
-	require.Contains(t, plain.String(), `summary="send 7 wei to 0x000000000000000000000000000000000000dEaD from ops on local"`)
+	require.Contains(t, plain.String(), `summary="send 0.000000000000000007 ETH (7 wei) to 0x000000000000000000000000000000000000dEaD from ops on local"`)
 	var tidy bytes.Buffer
 	(&devView{w: &tidy, tty: true}).approvalWaiting(ap)
 	require.Contains(t, tidy.String(), "rflow approve 00000001 | reject: rflow reject 00000001 --reason R")

@@ -21,6 +21,7 @@ import (
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/units"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
@@ -165,12 +166,12 @@ func (v *devView) reloadFailed(file string, err error) {
 }
 
 func (v *devView) deposit(tx common.Hash, amount *big.Int) {
-	amt := formatEther(amount)
+	amt := units.Ether().Format(amount) // the dev chain pays in ETH
 	if v.tty {
-		v.printf("%s %s deposit %s ETH  %s", v.stamp(time.Now()), v.color(ansiCyan, "⛓"), amt, v.color(ansiDim, short(tx.Hex(), 12)))
+		v.printf("%s %s deposit %s  %s", v.stamp(time.Now()), v.color(ansiCyan, "⛓"), amt, v.color(ansiDim, short(tx.Hex(), 12)))
 		return
 	}
-	v.printf("%s chain deposit amount=%s tx=%s", v.stamp(time.Now()), amt, tx.Hex())
+	v.printf("%s chain deposit amount=%q tx=%s", v.stamp(time.Now()), amt, tx.Hex())
 }
 
 // notify keeps a notification for the line of the step that sent it.
@@ -191,12 +192,6 @@ func (v *devView) takeNotes(run uuid.UUID, step string) []string {
 	n := v.notes[key]
 	delete(v.notes, key)
 	return n
-}
-
-// formatEther prints wei as ether with up to 4 decimals.
-func formatEther(wei *big.Int) string {
-	r := new(big.Rat).SetFrac(wei, big.NewInt(weiPerEther))
-	return strings.TrimRight(strings.TrimRight(r.FloatString(4), "0"), ".")
 }
 
 // shortID is the short run id `runs show|retry|cancel` accept.
@@ -347,7 +342,7 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 			detail = strings.TrimSpace(string(s.Status) + " " + errText)
 		}
 		if hash := sentHash(s); hash != "" {
-			detail = strings.TrimSpace(detail + " tx " + short(hash, 12))
+			detail = strings.TrimSpace(detail + " tx " + short(hash, 12) + " " + s.SentValue())
 		}
 		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
 		for _, n := range v.takeNotes(r.ID, s.Key) {
@@ -358,6 +353,9 @@ func (v *devView) step(r *store.Run, s *store.StepRun) {
 	line := plainLine(fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status), took, errText)
 	if hash := sentHash(s); hash != "" {
 		line += " tx=" + hash
+		if value := s.SentValue(); value != "" {
+			line += fmt.Sprintf(" value=%q", value)
+		}
 	}
 	for _, n := range v.takeNotes(r.ID, s.Key) {
 		line += fmt.Sprintf(" notify=%q", n)

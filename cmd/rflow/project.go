@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -36,11 +37,31 @@ func projectFileMissing(c *cli.Context) error {
 
 // projectName reads just the name: of the project file, when there is one
 // (with ${VAR} substitution, as the full loader does); it keys the embedded
-// database's data directory.
+// database's data directory. With no -c and no rflow.yaml here, it is the
+// quickstart's, once `rflow dev` has run it (and no project named default
+// has a database): `rflow runs list` after the quickstart needs no flag.
 func projectName(c *cli.Context) string {
 	name, err := workflow.ProjectName(c.String("config"), nil)
-	if err != nil || name == "" {
-		return "default"
+	switch {
+	case err == nil && name != "":
+		return name
+	case err != nil && !c.IsSet("config") && errors.Is(err, fs.ErrNotExist) &&
+		!hasEmbeddedDatabase(defaultProject) && hasEmbeddedDatabase(quickstartName):
+		return quickstartName
 	}
-	return name
+	return defaultProject
+}
+
+// defaultProject keys the embedded database of commands run with no
+// project file.
+const defaultProject = "default"
+
+// hasEmbeddedDatabase reports whether project has an embedded cluster.
+func hasEmbeddedDatabase(project string) bool {
+	dir, err := embeddedDataDir(project)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(dir, "data", "PG_VERSION"))
+	return err == nil
 }

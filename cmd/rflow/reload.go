@@ -8,23 +8,38 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/rflow-dev/rflow/jobs"
-	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
 
-// projectWatch deploys a project's workflows again when its files change
-// (rflow dev). Polling the YAML files' modification times every second is
-// plenty for an editor's saves and needs no watcher per directory.
+// projectWatch notices edits of a project's files (rflow dev) and hands
+// each edited project that loads and checks to the generation loop
+// (devGenerations); one that does not is refused, once per edit, with its
+// problems at file:line:col, and the running generation goes on. Polling
+// the files' modification times every second is plenty for an editor's
+// saves and needs no watcher per directory.
 type projectWatch struct {
-	dir   string
-	load  func() (*workflow.Project, error)
-	pool  *pgxpool.Pool
+	dir  string
+	load func() (*workflow.Project, error)
+	// check refuses a project that loads but cannot run: a network whose
+	// node answers another chain id, say (checkNetworks).
+	check func(context.Context, *workflow.Project) error
 	view  *devView
 	every time.Duration
+	// changes holds at most the newest accepted change not yet taken.
+	changes chan projectChange
+}
+
+// projectChange is an edited project that loaded and passed its checks.
+type projectChange struct {
+	project *workflow.Project
+	files   string // the changed files, for messages
+	// rollback: the previous project, started again after the edited
+	// one did not start.
+	rollback bool
+}
+
+func newProjectWatch(dir string, load func() (*workflow.Project, error), check func(context.Context, *workflow.Project) error, view *devView) *projectWatch {
+	return &projectWatch{dir: dir, load: load, check: check, view: view, every: time.Second, changes: make(chan projectChange, 1)}
 }
 
 // fileStamp is what tells a changed file from an unchanged one.
@@ -33,10 +48,7 @@ type fileStamp struct {
 	size int64
 }
 
-// run polls until ctx ends. Each change is either a new generation of
-// every workflow whose definition changed (runs in flight keep the
-// generation they started on) or the validate errors, and then the
-// previous generation keeps running.
+// run polls until ctx ends.
 func (w *projectWatch) run(ctx context.Context) {
 	last := w.stamps()
 	t := time.NewTicker(w.every)
@@ -57,51 +69,40 @@ func (w *projectWatch) run(ctx context.Context) {
 	}
 }
 
+// reload loads the whole project again, rflow.yaml and every workflow
+// file, and offers it as the next generation.
 func (w *projectWatch) reload(ctx context.Context, changed []string) {
 	what := strings.Join(changed, ", ")
 	p, err := w.load()
-	if err != nil {
-		w.view.reloadFailed(what, err)
-		return
+	if err == nil {
+		err = w.check(ctx, p)
 	}
-	// An engine that is never started deploys, as `rflow workflows deploy`
-	// does; the running engine picks the new generations up for new runs.
-	e, err := jobs.NewEngine(jobs.Config{Pool: w.pool, Project: p})
-	if err != nil {
-		w.view.reloadFailed(what, err)
-		return
-	}
-	var deployed []store.Deployed
-	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		deployed, err = e.DeployWorkflows(ctx, tx, nil)
-		return err
-	})
 	if err != nil {
 		if ctx.Err() == nil {
 			w.view.reloadFailed(what, err)
 		}
 		return
 	}
-	for _, d := range deployed {
-		if !d.Changed {
-			continue
-		}
-		file := what
-		if wf := p.Workflow(d.Name); wf != nil && wf.Pos.File != "" {
-			file = w.rel(wf.Pos.File)
-		}
-		w.view.reloaded(file, d)
+	// A change the loop has not taken yet is replaced: the newest files
+	// are what the next generation runs.
+	select {
+	case <-w.changes:
+	default:
 	}
+	w.changes <- projectChange{project: p, files: what}
 }
 
-// stamps lists the project's YAML files (relative to its directory).
+// stamps lists the project's YAML files and the JSON of its ABIs
+// (relative to its directory).
 func (w *projectWatch) stamps() map[string]fileStamp {
 	out := map[string]fileStamp{}
 	_ = filepath.WalkDir(w.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil // a file removed while walking is seen next time
 		}
-		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+		switch filepath.Ext(path) {
+		case ".yaml", ".yml", ".json":
+		default:
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {

@@ -64,15 +64,19 @@ func stepDetail(ctx context.Context, q store.DBTX, s *store.StepRun) string {
 		if json.Unmarshal(s.Output, &out) != nil || out.ExternalID == "" {
 			return oneLine(string(s.Output), 70)
 		}
+		value := ""
+		if v := s.SentValue(); v != "" {
+			value = ", value " + v
+		}
 		if out.Hash != "" {
-			return "tx " + out.Hash + " " + out.Status
+			return "tx " + out.Hash + " " + out.Status + value
 		}
 		tx, err := store.RelayerTxByExternalID(ctx, q, out.ExternalID)
 		switch {
 		case err == nil && tx.Hash != nil:
-			return "tx " + *tx.Hash + " " + tx.Status
+			return "tx " + *tx.Hash + " " + tx.Status + value
 		case err == nil:
-			return "tx not broadcast yet (" + tx.Status + ")"
+			return "tx not broadcast yet (" + tx.Status + ")" + value
 		case !errors.Is(err, store.ErrRelayerTxNotFound):
 			return "tx: " + oneLine(err.Error(), 60)
 		}

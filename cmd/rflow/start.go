@@ -24,6 +24,7 @@ import (
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/server"
 	"github.com/rflow-dev/rflow/server/access"
+	"github.com/rflow-dev/rflow/server/console"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -197,6 +198,12 @@ type engineOptions struct {
 	configPath string
 	// ready, when set, is told the engine is up (rflow dev prints then).
 	ready func(e *jobs.Engine)
+	// sessions, when set, keeps the console's logins across the servers
+	// of one process (rflow dev's reloads).
+	sessions *console.Sessions
+	// deploy, when set, replaces the start-up sync (SyncWorkflows): a
+	// reload of rflow dev deploys its file on purpose, rollbacks included.
+	deploy func(ctx context.Context, e *jobs.Engine) error
 	// readyStall is how long a chain task (a network's head, a trigger, a
 	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
@@ -224,6 +231,9 @@ func deployProject(ctx context.Context, o engineOptions, backends map[uint64]rel
 	engine, err := migratedEngine(ctx, o, backends)
 	if err != nil {
 		return nil, err
+	}
+	if o.deploy != nil {
+		return engine, o.deploy(ctx, engine)
 	}
 	synced, err := engine.SyncWorkflows(ctx)
 	if err != nil {
@@ -331,7 +341,8 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		srv, err := server.New(server.Config{Pool: o.db.Pool, Engine: engine, Logger: o.logger,
 			APIToken: o.apiToken, Tokens: o.project.APITokens, Proxies: o.proxies, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
-			River: engine.Client(), Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine)})
+			River: engine.Client(), Networks: o.project.Networks, Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine),
+			ConsoleSessions: o.sessions})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err

@@ -195,3 +195,19 @@ func TestBadFixtureAndJSON(t *testing.T) {
 	require.Contains(t, stderr, "the test fixtures are not valid (1 problem(s))")
 	require.NotContains(t, out, "PASS")
 }
+
+// examples/saga's tests wait a minute for a claim that never comes, on
+// their own clock: the whole run takes seconds, and advance: decides
+// exactly when the reminder goes.
+func TestSagaExampleTestsSkipTime(t *testing.T) {
+	t.Parallel()
+	db := storetest.URL(t)
+	started := time.Now()
+	out, stderr, code := rflowCmd(t, "--database-url", db, "test", "../../examples/saga")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, stderr)
+	require.Contains(t, out, "--- PASS: an unclaimed deposit gets a reminder (")
+	require.Contains(t, out, "--- PASS: 59 seconds in, it still waits for the claim (")
+	require.Contains(t, out, "--- PASS: a minute in, it reminds (")
+	require.True(t, strings.HasSuffix(out, "3 passed, 0 failed\n"), out)
+	require.Less(t, time.Since(started), 30*time.Second, "the tests waited for real")
+}

@@ -324,6 +324,27 @@ func TestDevReloadsEditedWorkflows(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("rflow dev did not exit within 15s of SIGTERM")
 	}
+
+	// The edits outlive the session, in a folder beside the database.
+	require.True(t, strings.HasPrefix(dir, filepath.Join(dataHome, "rflow", "quickstart")), dir)
+	kept, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, broken, string(kept))
+	// And `rflow runs list` finds the quickstart's runs with no -c, from
+	// a directory with no rflow.yaml.
+	list := exec.Command(rflowBin, "runs", "list", "--workflow", "on-deposit", "-o", "json")
+	list.Dir = t.TempDir()
+	list.Env = append(withoutEnv(os.Environ(), "DATABASE_URL", "XDG_DATA_HOME"), "XDG_DATA_HOME="+dataHome)
+	listed, err := list.Output()
+	require.NoError(t, err, string(listed))
+	var page struct {
+		Runs []struct {
+			Workflow string `json:"workflow"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(listed, &page), string(listed))
+	require.NotEmpty(t, page.Runs)
+	require.Equal(t, "on-deposit", page.Runs[0].Workflow)
 }
 
 // On a terminal, rflow start shows the live view (banner with the database

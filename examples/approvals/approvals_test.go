@@ -13,12 +13,9 @@ import (
 // send is gated on large deposits with a notifier.
 func TestExampleValidatesStrict(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"RPC_URL":           "http://127.0.0.1:8545",
-		"OPS_PRIVATE_KEY":   "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d",
-		"VAULT_ADDRESS":     "0x5FbDB2315678afecb367f032d93F642f64180aa3",
-		"APPROVERS_WEBHOOK": "https://hooks.example/approvals",
-	}
+	// The wallet key is the one variable without a default (rflow dev
+	// sets it).
+	env := map[string]string{"RFLOW_DEV_WALLET_KEY": "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"}
 	p, err := workflow.Load("rflow.yaml", workflow.LoadOptions{Strict: true, LookupEnv: func(k string) (string, bool) {
 		v, ok := env[k]
 		return v, ok

@@ -29,6 +29,20 @@ const (
 // WriteTo writes the project into dir (created if needed) and returns the
 // path of its rflow.yaml. Existing files are replaced.
 func WriteTo(dir string) (string, error) {
+	path, _, err := write(dir, true)
+	return path, err
+}
+
+// WriteMissing writes the project's files that dir does not have yet and
+// leaves the others as they are: `rflow dev` keeps its copy of the
+// quickstart in a folder that outlives the session, and your edits with
+// it. It returns the path of rflow.yaml and how many files it wrote.
+func WriteMissing(dir string) (path string, written int, err error) {
+	return write(dir, false)
+}
+
+func write(dir string, replace bool) (string, int, error) {
+	written := 0
 	err := fs.WalkDir(Files, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -37,14 +51,18 @@ func WriteTo(dir string) (string, error) {
 		if d.IsDir() {
 			return os.MkdirAll(target, 0o755)
 		}
+		if _, err := os.Lstat(target); err == nil && !replace {
+			return nil
+		}
 		b, err := Files.ReadFile(path)
 		if err != nil {
 			return err
 		}
+		written++
 		return os.WriteFile(target, b, 0o644)
 	})
 	if err != nil {
-		return "", fmt.Errorf("write the quickstart project to %s: %w", dir, err)
+		return "", written, fmt.Errorf("write the quickstart project to %s: %w", dir, err)
 	}
-	return filepath.Join(dir, "rflow.yaml"), nil
+	return filepath.Join(dir, "rflow.yaml"), written, nil
 }

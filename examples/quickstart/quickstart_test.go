@@ -2,6 +2,7 @@ package quickstart_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +46,24 @@ func TestABIMatchesTestContract(t *testing.T) {
 	got, err := quickstart.Files.ReadFile("abis/Emitter.json")
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(got), "copy testdata/contracts/Emitter.abi.json to examples/quickstart/abis/Emitter.json again")
+}
+
+// WriteMissing keeps what is there: the edits rflow dev's copy carries
+// from one session to the next.
+func TestWriteMissingKeepsEdits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path, written, err := quickstart.WriteMissing(dir)
+	require.NoError(t, err)
+	require.Equal(t, 3, written) // rflow.yaml, the ABI, the workflow
+	wf := filepath.Join(dir, "workflows", "deposits.yaml")
+	require.NoError(t, os.WriteFile(wf, []byte("# edited\n"), 0o644))
+	require.NoError(t, os.Remove(path))
+	again, written, err := quickstart.WriteMissing(dir)
+	require.NoError(t, err)
+	require.Equal(t, path, again)
+	require.Equal(t, 1, written, "only the removed rflow.yaml is written again")
+	got, err := os.ReadFile(wf)
+	require.NoError(t, err)
+	require.Equal(t, "# edited\n", string(got))
 }

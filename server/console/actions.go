@@ -24,8 +24,12 @@ func (c *Console) retry(w http.ResponseWriter, r *http.Request, sess *session) {
 		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "That is not a run id."})
 		return
 	}
-	back := Prefix + "runs/" + id.String()
-	c.viaAPI(w, r, sess, "/v1/runs/"+id.String()+"/retry", nil, back, "The retry was refused.")
+	key, ok := c.formKey(w, r, sess)
+	if !ok {
+		return
+	}
+	c.viaAPI(w, r, sess, apiCall{Path: "/v1/runs/" + id.String() + "/retry", Key: key,
+		Back: Prefix + "runs/" + id.String(), Refused: "The retry was refused."})
 }
 
 // decide approves or rejects an approval through the command API
@@ -54,36 +58,67 @@ func (c *Console) decide(verb string) func(http.ResponseWriter, *http.Request, *
 			c.fail(w, r, sess, err)
 			return
 		}
-		back := Prefix + "runs/" + ap.RunID.String()
-		c.viaAPI(w, r, sess, "/v1/approvals/"+id.String()+"/"+verb, body, back, "The decision was refused.")
+		key, ok := c.formKey(w, r, sess)
+		if !ok {
+			return
+		}
+		c.viaAPI(w, r, sess, apiCall{Path: "/v1/approvals/" + id.String() + "/" + verb, Key: key, Body: body,
+			Back: Prefix + "runs/" + ap.RunID.String(), Refused: "The decision was refused."})
 	}
+}
+
+// formKey is the command key rendered into a button's form (a UUID).
+func (c *Console) formKey(w http.ResponseWriter, r *http.Request, sess *session) (string, bool) {
+	key, err := uuid.Parse(r.PostFormValue("key"))
+	if err != nil {
+		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "The form has no command key: reload the page."})
+		return "", false
+	}
+	return key.String(), true
+}
+
+// apiCall is one command a console form sends through the command API.
+type apiCall struct {
+	Path string
+	// Key is the command's Idempotency-Key, from the form.
+	Key  string
+	Body []byte
+	// Back is where the browser goes after success (unless Landing says
+	// otherwise) and where a refusal's page links back to.
+	Back string
+	// Refused is the message of a refusal the API did not explain.
+	Refused string
+	// Landing, when set, picks the page to go to from the API's answer.
+	Landing func(resp []byte) string
 }
 
 // viaAPI sends a console form's command to the command API's own handler,
 // as the session's principal (so the API's roles apply as they are) and
-// with the Idempotency-Key rendered into the form, and goes back to back on
-// success; a refusal is shown with the API's message (refused otherwise).
-func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, path string, body []byte, back, refused string) {
-	key, err := uuid.Parse(r.PostFormValue("key"))
-	if err != nil {
-		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "The form has no command key: reload the page."})
-		return
-	}
+// with the form's Idempotency-Key, and goes to the call's landing page on
+// success; a refusal is shown with the API's message.
+func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, call apiCall) {
 	var rd io.Reader = http.NoBody
-	if body != nil {
-		rd = bytes.NewReader(body)
+	if call.Body != nil {
+		rd = bytes.NewReader(call.Body)
 	}
-	req, err := http.NewRequestWithContext(access.WithPrincipal(r.Context(), sess.principal), http.MethodPost, path, rd)
+	req, err := http.NewRequestWithContext(access.WithPrincipal(r.Context(), sess.principal), http.MethodPost, call.Path, rd)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
 	}
-	req.Header.Set("Idempotency-Key", key.String())
+	req.Header.Set("Idempotency-Key", call.Key)
+	if call.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.RemoteAddr = r.RemoteAddr
 	res := &recorder{header: http.Header{}}
 	c.cfg.Commands.ServeHTTP(res, req)
-	if res.status == http.StatusOK {
-		http.Redirect(w, r, back, http.StatusSeeOther)
+	if res.status >= 200 && res.status < 300 {
+		next := call.Back
+		if call.Landing != nil {
+			next = call.Landing(res.body.Bytes())
+		}
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
 	var answer struct {
@@ -91,11 +126,11 @@ func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, 
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	msg := refused
+	msg := call.Refused
 	if json.Unmarshal(res.body.Bytes(), &answer) == nil && answer.Error.Message != "" {
 		msg = answer.Error.Message
 	}
-	c.render(w, r, res.status, "error", sess, view{"Message": msg, "Back": back})
+	c.render(w, r, res.status, "error", sess, view{"Message": msg, "Back": call.Back})
 }
 
 // pause and resume do what `rflow workflows pause/resume` do. Both are

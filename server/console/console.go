@@ -1,6 +1,10 @@
 // Package console is rflow's run console: server-rendered HTML pages under
-// /ui/ to browse runs and their step journals, retry dead-lettered runs and
-// pause or resume workflows.
+// /ui/ to browse runs (a timeline and the step journal, linked to River UI
+// and the network's explorer), retry dead-lettered runs, decide approvals,
+// read a workflow's deployed definition, start a run of it, and pause or
+// resume workflows. Its one script (static/console.js) refreshes the
+// regions of a page marked data-live from a fresh GET of the page, so the
+// pages update themselves; without it every page works as it is.
 //
 // A person logs in with an API token (RFLOW_API_TOKEN or one of the
 // project's api: tokens:); the console then keeps an opaque session id in
@@ -51,6 +55,9 @@ type Engine interface {
 	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed
 	// while it was paused, in tx (what `rflow workflows resume` does).
 	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
+	// Workflow is a workflow's current compiled definition: its page
+	// offers a run form when the trigger is manual or a webhook.
+	Workflow(ctx context.Context, name string) (*workflow.Workflow, error)
 }
 
 // Config configures a Console.
@@ -71,9 +78,16 @@ type Config struct {
 	// RiverUI says River UI is mounted at RiverUIPrefix: the console links
 	// to it, and a login may return there.
 	RiverUI bool
-	Logger  *slog.Logger
+	// Networks are the project's networks: where one declares an
+	// explorer:, the run page links its transactions and blocks there.
+	Networks []*workflow.Network
+	Logger   *slog.Logger
 	// SessionTTL is how long a login lasts (default 12h).
 	SessionTTL time.Duration
+	// Sessions, when set, is the table of logins to use (NewSessions):
+	// one shared with earlier consoles of the process keeps their logins;
+	// SessionTTL is then the table's.
+	Sessions *Sessions
 }
 
 // Console serves the /ui/ pages. Create it with New.
@@ -92,9 +106,13 @@ func New(cfg Config) (*Console, error) {
 		return nil, errors.New("console: a pool, an engine and the command API are required")
 	}
 	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = 12 * time.Hour
+		cfg.SessionTTL = defaultSessionTTL
 	}
-	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: newSessions(cfg.SessionTTL), throttle: access.NewThrottle()}
+	if cfg.Sessions == nil {
+		cfg.Sessions = newSessions(cfg.SessionTTL)
+	}
+	cfg.SessionTTL = cfg.Sessions.ttl // the cookie lasts as long as the login
+	c := &Console{cfg: cfg, logger: cfg.Logger, sessions: cfg.Sessions, throttle: access.NewThrottle()}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,6 +133,8 @@ func New(cfg Config) (*Console, error) {
 	mux.Handle("GET /ui/runs/{id}", c.page(c.runPage))
 	mux.Handle("GET /ui/dlq", c.page(c.dlqPage))
 	mux.Handle("GET /ui/workflows", c.page(c.workflowsPage))
+	mux.Handle("GET /ui/workflows/{name}", c.page(c.workflowPage))
+	mux.Handle("POST /ui/workflows/{name}/run", c.mutation(workflow.RoleOperate, c.runIt))
 	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(workflow.RoleOperate, c.retry))
 	mux.Handle("GET /ui/approvals", c.page(c.approvalsPage))
 	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(workflow.RoleApprove, c.decide("approve")))

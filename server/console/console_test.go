@@ -134,7 +134,7 @@ func serve(t *testing.T, p *workflow.Project, configure ...func(*server.Config))
 		_ = e.Stop(sctx)
 		cancel()
 	})
-	cfg := server.Config{Pool: pool, Engine: e, APIToken: testToken, Tokens: p.APITokens}
+	cfg := server.Config{Pool: pool, Engine: e, APIToken: testToken, Tokens: p.APITokens, Networks: p.Networks}
 	for _, c := range configure {
 		c(&cfg)
 	}

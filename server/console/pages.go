@@ -6,10 +6,14 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
+	"github.com/rflow-dev/rflow/units"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // pageSize is how many runs a list page shows.
@@ -87,10 +91,14 @@ func (c *Console) listPage(w http.ResponseWriter, r *http.Request, sess *session
 	c.render(w, r, http.StatusOK, name, sess, v)
 }
 
-// stepRow is a journal row with its send's relayer transaction, if any.
+// stepRow is a journal row with its send's relayer transaction, if any,
+// and the links of its River job and its transaction's explorer page.
 type stepRow struct {
 	*store.StepRun
-	Tx *store.RelayerTx
+	Tx       *store.RelayerTx
+	TxURL    string
+	BlockURL string // the block that mined it
+	JobURL   string
 }
 
 func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session) {
@@ -109,7 +117,7 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 		return
 	}
 	run := d.Run
-	rows, err := c.stepRows(r, d.Steps)
+	rows, err := c.stepRows(r, run.ID, d.Steps)
 	if err != nil {
 		c.fail(w, r, sess, err)
 		return
@@ -117,13 +125,36 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 	reorgs := make([]reorgRow, len(d.Reorgs))
 	for i, rj := range d.Reorgs {
 		reorgs[i] = reorgRow{ResponseJournal: rj}
-		if reorgs[i].Rows, err = c.stepRows(r, rj.Steps); err != nil {
+		if reorgs[i].Rows, err = c.stepRows(r, rj.ID, rj.Steps); err != nil {
 			c.fail(w, r, sess, err)
 			return
 		}
 	}
-	c.render(w, r, http.StatusOK, "run", sess, view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
-		"RetryKey": uuid.NewString(), "Approvals": approvalRows(d.Approvals), "Waits": d.Waits, "Reorgs": reorgs})
+	v := view{"Run": run, "Steps": rows, "Trigger": trigger.ABIIntegersAsText(run.TriggerKind, run.Trigger),
+		"RetryKey": uuid.NewString(), "Approvals": approvalRows(d.Approvals), "Waits": d.Waits, "Reorgs": reorgs,
+		"Timeline": newTimeline(run, rows, d.Waits, d.Approvals, time.Now())}
+	if run.ChainID != nil && run.BlockNumber != nil {
+		v["TriggerBlockURL"] = c.network(*run.ChainID).ExplorerBlock(*run.BlockNumber)
+	}
+	c.render(w, r, http.StatusOK, "run", sess, v)
+}
+
+// network is the project's network of chainID, or nil.
+func (c *Console) network(chainID int64) *workflow.Network {
+	for _, n := range c.cfg.Networks {
+		if int64(n.ChainID) == chainID {
+			return n
+		}
+	}
+	return nil
+}
+
+// jobURL is River UI's page of River job id, or "" without River UI.
+func (c *Console) jobURL(id int64) string {
+	if !c.cfg.RiverUI || id == 0 {
+		return ""
+	}
+	return RiverUIPrefix + "/jobs/" + strconv.FormatInt(id, 10)
 }
 
 // reorgRow is an on_reorg response with its compensation journal's rows.
@@ -132,34 +163,86 @@ type reorgRow struct {
 	Rows []stepRow
 }
 
-// stepRows are a journal's steps, each send with its relayer transaction.
-func (c *Console) stepRows(r *http.Request, steps []*store.StepRun) ([]stepRow, error) {
+// stepRows are the steps of journal id (a run or an on_reorg response),
+// each send with its relayer transaction, each step with its River job.
+func (c *Console) stepRows(r *http.Request, id uuid.UUID, steps []*store.StepRun) ([]stepRow, error) {
+	var jobs map[string]int64
+	if c.cfg.RiverUI && len(steps) > 0 {
+		var err error
+		if jobs, err = store.StepJobs(r.Context(), c.cfg.Pool, id); err != nil {
+			return nil, err
+		}
+	}
 	rows := make([]stepRow, len(steps))
 	for i, s := range steps {
-		rows[i] = stepRow{StepRun: s}
+		rows[i] = stepRow{StepRun: s, JobURL: c.jobURL(jobs[s.Key])}
 		if ext := sendExternalID(s); ext != "" {
 			t, err := store.RelayerTxByExternalID(r.Context(), c.cfg.Pool, ext)
 			if err != nil && !errors.Is(err, store.ErrRelayerTxNotFound) {
 				return nil, err
 			}
 			rows[i].Tx = t
+			if t != nil && t.Hash != nil {
+				rows[i].TxURL = c.network(t.ChainID).ExplorerTx(*t.Hash)
+			}
+			if t != nil && t.MinedBlock != nil {
+				rows[i].BlockURL = c.network(t.ChainID).ExplorerBlock(*t.MinedBlock)
+			}
 		}
 	}
 	return rows, nil
 }
 
-// approvalRow is an approval with the keys its decision forms send.
+// approvalRow is an approval with the keys its decision forms send and
+// what its send moves, for a person.
 type approvalRow struct {
 	*store.Approval
 	ApproveKey, RejectKey string
+	Moves                 approvalMoves
 }
 
 func approvalRows(aps []*store.Approval) []approvalRow {
 	rows := make([]approvalRow, len(aps))
 	for i, a := range aps {
-		rows[i] = approvalRow{Approval: a, ApproveKey: uuid.NewString(), RejectKey: uuid.NewString()}
+		rows[i] = approvalRow{Approval: a, ApproveKey: uuid.NewString(), RejectKey: uuid.NewString(), Moves: movesOf(a.Summary)}
 	}
 	return rows
+}
+
+// approvalMoves is the amounts of an approval's prepared transaction as
+// its summary states them for a person: the value in the network's
+// currency and the token amounts of a transfer.
+type approvalMoves struct {
+	Value  string // "0.0292 ETH (29200000000000000 wei)"; "" for a zero value
+	To     string
+	Tokens []string // "1.5 USDC (1500000)"
+}
+
+func movesOf(summary json.RawMessage) approvalMoves {
+	var s struct {
+		To        string `json:"to"`
+		Value     string `json:"value"`
+		ValueText string `json:"value_text"`
+		Args      []struct {
+			Text string `json:"text"`
+		} `json:"args"`
+	}
+	if json.Unmarshal(summary, &s) != nil {
+		return approvalMoves{}
+	}
+	m := approvalMoves{To: s.To}
+	if s.Value != "" && s.Value != "0" {
+		m.Value = s.ValueText
+		if m.Value == "" { // a summary from before value_text
+			m.Value = units.Ether().FormatText(s.Value)
+		}
+	}
+	for _, a := range s.Args {
+		if a.Text != "" {
+			m.Tokens = append(m.Tokens, a.Text)
+		}
+	}
+	return m
 }
 
 // approvalsPage lists approval gates, pending ones by default, each with

@@ -19,7 +19,7 @@ type view map[string]any
 // pageNames are the templates under templates/, each rendered inside
 // layout.html, with the run table (runtable.html) and the approval card
 // (approval.html) that two pages share.
-var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows", "approvals"}
+var pageNames = []string{"login", "error", "runs", "run", "dlq", "workflows", "workflow", "approvals"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{

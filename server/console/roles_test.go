@@ -95,6 +95,17 @@ func TestConsoleRolesAndRiverUIInBrowser(t *testing.T) {
 	r, err := store.GetRun(context.Background(), b.pool, failed, false)
 	require.NoError(t, err)
 	require.Equal(t, 1, r.Attempt, "a read token retried a run")
+	// A workflow's page shows a read token its definition, not the run
+	// form, and a forged run form starts nothing.
+	br.open(b.srv.URL+"/ui/workflows/price-alert", "#definition")
+	require.Zero(t, run(br, chromedp.Evaluate[int](`document.querySelectorAll('#run-form').length`)))
+	require.Contains(t, br.text("#run-it"), "needs the operate role")
+	code = br.fetchStatus("/ui/workflows/price-alert/run",
+		fmt.Sprintf(`{method: 'POST', body: new URLSearchParams({csrf: %q, key: %q, field: 'input', data: ''})}`, csrf, uuid.NewString()))
+	require.Equal(t, http.StatusForbidden, code)
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = 'price-alert'`).Scan(&n))
+	require.Zero(t, n, "a read token started a run")
 
 	// River UI from the console's link, on the session cookie.
 	br.submit("#riverui", "#root")

@@ -87,6 +87,7 @@ func TestConsoleWaitsAndReorgs(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, w, 1)
 	require.Equal(t, w[0].Deadline.UTC().Format("2006-01-02 15:04:05.000"), br.text(`tr.wait[data-step="claimed"] td.deadline`))
+	br.noOverflow("a run page with a wait")
 
 	sel := fmt.Sprintf(`section.reorg[data-response="%s"]`, response)
 	br.open(b.srv.URL+"/ui/runs/"+orphaned.String(), sel)

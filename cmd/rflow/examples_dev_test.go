@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/devchain"
+	"github.com/rflow-dev/rflow/store/storetest"
+)
+
+// devExample starts `rflow dev --project examples/<name>` as a real
+// process, the example's files as they are, and returns the database it
+// runs on.
+func devExample(t *testing.T, name string) (dbURL string, p *proc) {
+	t.Helper()
+	dbURL = storetest.URL(t)
+	p = startRflowArgs(t, nil, "--database-url", dbURL, "dev", "--project", "../../examples/"+name, "--http", "127.0.0.1:0",
+		"--emit-every", "1s", "--chain", devchain.BackendSimulated)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("rflow dev said:\n%s", p.out)
+		}
+	})
+	return dbURL, p
+}
+
+// runStepStatus is `rflow runs show -o json`'s step statuses by step id.
+func runStepStatus(t *testing.T, dbURL, id string) (status string, steps map[string]string) {
+	t.Helper()
+	out, stderr, code := rflowCmd(t, "--database-url", dbURL, "runs", "show", id, "-o", "json")
+	require.Equal(t, 0, code, stderr)
+	var run struct {
+		Status string `json:"status"`
+		Steps  []struct {
+			StepID string `json:"step_id"`
+			Status string `json:"status"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &run), out)
+	steps = map[string]string{}
+	for _, s := range run.Steps {
+		steps[s.StepID] = s.Status
+	}
+	return run.Status, steps
+}
+
+func runIDs(t *testing.T, dbURL string, args ...string) []string {
+	t.Helper()
+	out, _, code := rflowCmd(t, append([]string{"--database-url", dbURL, "runs", "list", "-o", "json"}, args...)...)
+	var page struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range page.Runs {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+// TestDevRunsSagaExample: under rflow dev, examples/saga's runs wait for
+// the dev chain's claim of their deposit and complete through settled.
+func TestDevRunsSagaExample(t *testing.T) {
+	t.Parallel()
+	dbURL, p := devExample(t, "saga")
+	var settled string
+	require.Eventually(t, func() bool {
+		for _, id := range runIDs(t, dbURL, "--workflow", "deposit-claimed", "--status", "completed") {
+			if _, steps := runStepStatus(t, dbURL, id); steps["claimed"] == "completed" && steps["settled"] == "completed" {
+				settled = id
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, 500*time.Millisecond, "no saga run completed through its claim")
+	_, steps := runStepStatus(t, dbURL, settled)
+	require.Equal(t, "skipped", steps["remind"])
+	p.stop(t)
+}
+
+// TestDevRunsApprovalsExample: under rflow dev, examples/approvals refunds
+// small deposits at once and parks large ones on an approval; `rflow
+// approve` sends the refund and the run completes.
+func TestDevRunsApprovalsExample(t *testing.T) {
+	t.Parallel()
+	dbURL, p := devExample(t, "approvals")
+	var approval, run string
+	require.Eventually(t, func() bool {
+		out, _, code := rflowCmd(t, "--database-url", dbURL, "approvals", "list", "--status", "pending", "-o", "json")
+		var list struct {
+			Approvals []struct {
+				ID    string `json:"id"`
+				RunID string `json:"run_id"`
+			} `json:"approvals"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Approvals) == 0 {
+			return false
+		}
+		approval, run = list.Approvals[0].ID, list.Approvals[0].RunID
+		return true
+	}, 90*time.Second, 500*time.Millisecond, "no refund waited for an approval")
+	status, _ := runStepStatus(t, dbURL, run)
+	require.Equal(t, "waiting_approval", status)
+
+	// As the README says: from the repository, -c names the example.
+	out, stderr, code := rflowCmd(t, "--database-url", dbURL, "approve", "-c", "../../examples/approvals/rflow.yaml", approval, "--reason", "checked")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "approved")
+	require.Eventually(t, func() bool {
+		status, steps := runStepStatus(t, dbURL, run)
+		return status == "completed" && steps["refund"] == "completed" && steps["done"] == "completed"
+	}, 60*time.Second, 500*time.Millisecond, "the approved refund's run did not complete")
+	require.Contains(t, p.out.String(), `notify="refunded `)
+	p.stop(t)
+}
