@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/rflow-dev/rflow/redact"
 )
@@ -123,13 +124,13 @@ func liveViewWanted(c *cli.Context) bool {
 	return c.String("log-format") == "" && isTerminal(c.App.Writer)
 }
 
+// isTerminal reports whether w is a terminal. Being a character device is
+// not enough: /dev/null is one, and `rflow start >/dev/null` (a service
+// manager's default) ran the live view, whose poll reads the journal of
+// every unfinished run among the newest 100 three times a second.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
 }
 
 // quietRiver moves River's own info lines ("River client started", its

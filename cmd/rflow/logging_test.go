@@ -46,3 +46,13 @@ func TestShownByViewMessagesExist(t *testing.T) {
 		require.Contains(t, src.String(), `"`+msg+`"`, "no log call has the message the live view drops")
 	}
 }
+
+// TestDevNullIsNoTerminal: /dev/null is a character device, but output
+// sent there (a service manager's default) must not start the live view.
+func TestDevNullIsNoTerminal(t *testing.T) {
+	f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	t.Setenv("TERM", "xterm")
+	require.False(t, isTerminal(f))
+}
