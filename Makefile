@@ -6,10 +6,15 @@ ANVIL     := $(TOOLS)/node_modules/.bin/anvil
 # go.mod's go-ethereum version and cached per version.
 GETH_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/ethereum/go-ethereum)
 GETH      := $(TOOLS)/geth-$(GETH_VERSION)/geth
+# temporal, the peer of the bench's side-by-side (BenchmarkPeerTemporal),
+# built from the module proxy at a pinned CLI version (its dev server is
+# Temporal Server 1.29.1); only `make bench` wants it.
+TEMPORAL_VERSION := v1.5.1
+TEMPORAL  := $(TOOLS)/temporal-$(TEMPORAL_VERSION)/temporal
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 TESTFLAGS ?= -timeout 25m
 
-.PHONY: build test tools bench soak lint fuzz clean
+.PHONY: build test tools temporal bench soak lint fuzz clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/rflow ./cmd/rflow
@@ -29,8 +34,13 @@ $(ANVIL):
 	cd $(TOOLS) && npm install --no-audit --no-fund --silent \
 		@foundry-rs/anvil-linux-amd64@1.7.1 solc@0.8.37
 
-bench: tools
-	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
+# Large (the whole Temporal server): built once, niced.
+temporal: $(TEMPORAL)
+$(TEMPORAL):
+	GOBIN=$(dir $(TEMPORAL)) nice $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+bench: tools temporal
+	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) RFLOW_TEMPORAL=$(TEMPORAL) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./bench/...
 
 soak: tools
 	RFLOW_ANVIL=$(ANVIL) RFLOW_GETH=$(GETH) RFLOW_SOAK=large $(GO) test -run 'Soak|Outage' -timeout 60m -v ./...

@@ -47,7 +47,12 @@ func benchPool(b *testing.B) *pgxpool.Pool { return tracedPool(b, nil) }
 // tracedPool is benchPool with trace as its statement tracer when
 // RFLOW_BENCH_TRACE is set.
 func tracedPool(b *testing.B, trace *stmtTimes) *pgxpool.Pool {
-	cfg, err := pgxpool.ParseConfig(storetest.URL(b))
+	return tracedPoolAt(b, storetest.URL(b), trace)
+}
+
+// tracedPoolAt is tracedPool on the database at url.
+func tracedPoolAt(b *testing.B, url string, trace *stmtTimes) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(url)
 	require.NoError(b, err)
 	cfg.MaxConns = 60
 	if trace != nil && os.Getenv("RFLOW_BENCH_TRACE") != "" {
@@ -226,7 +231,7 @@ func riverChainRate(b *testing.B, url string, completeTx bool) float64 {
 	transport.MaxIdleConnsPerHost = 64 // as the engine's
 	river.AddWorker(workers, &chainWorker{pool: pool, http: &http.Client{Transport: transport}, completeTx: completeTx})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema: store.RiverSchema, Workers: workers, FetchCooldown: benchCooldown, FetchPollInterval: 100 * time.Millisecond,
+		Schema: store.RiverSchema, Workers: workers, FetchCooldown: benchCooldown, FetchPollInterval: 20 * time.Millisecond, // the engine's
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: benchWorkers}},
 	})
 	require.NoError(b, err)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/relayer"
+	"github.com/rflow-dev/rflow/store/storetest"
 )
 
 const (
@@ -69,12 +70,23 @@ func BenchmarkRelayerConfirmedSends(b *testing.B) {
 		relayerRate, rawRate, ratio, relayerSends, relayerWallets)
 }
 
-func relayerSendRate(b *testing.B) float64 {
+func relayerSendRate(b *testing.B) float64 { return relayerSendRateVia(b, nil) }
+
+// relayerSendRateVia is relayerSendRate with the relayer's database
+// connections made through via(url) when via is not nil (a latency
+// proxy); the benchmark's own progress reads stay direct. after, when
+// set, is called once every send is confirmed, with the time it took.
+func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func(time.Duration)) float64 {
 	ctx := context.Background()
 	node := anviltest.Start(b, anviltest.Options{})
 	eth := node.Client()
 	trace := &stmtTimes{}
-	pool := tracedPool(b, trace)
+	url := storetest.URL(b)
+	pool := tracedPoolAt(b, url, trace)
+	direct := pool
+	if via != nil {
+		pool = tracedPoolAt(b, via(url), trace)
+	}
 	network := relayer.Backend(eth)
 	var calls *rpcCalls
 	var order *sendOrder
@@ -141,23 +153,26 @@ func relayerSendRate(b *testing.B) float64 {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var confirmed, final int
-		require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'confirmed'),
+		require.NoError(b, direct.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'confirmed'),
 			count(*) FILTER (WHERE status NOT IN ('pending', 'in_mempool', 'mined')) FROM relayer.transactions`).
 			Scan(&confirmed, &final))
 		if final == relayerSends {
 			if confirmed != relayerSends {
-				require.Failf(b, "relayer bench: not all confirmed", "%d/%d confirmed: %v", confirmed, relayerSends, unconfirmed(b, pool))
+				require.Failf(b, "relayer bench: not all confirmed", "%d/%d confirmed: %v", confirmed, relayerSends, unconfirmed(b, direct))
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			require.Failf(b, "relayer bench: timed out", "%d/%d confirmed: %v", confirmed, relayerSends, unconfirmed(b, pool))
+			require.Failf(b, "relayer bench: timed out", "%d/%d confirmed: %v", confirmed, relayerSends, unconfirmed(b, direct))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	for _, f := range after {
+		f(elapsed)
+	}
 	var toBroadcast, toFinal float64
-	require.NoError(b, pool.QueryRow(ctx, `SELECT
+	require.NoError(b, direct.QueryRow(ctx, `SELECT
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM broadcast_at - created_at)),
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - broadcast_at))
 		FROM relayer.transactions`).Scan(&toBroadcast, &toFinal))
@@ -165,7 +180,7 @@ func relayerSendRate(b *testing.B) float64 {
 	if order != nil {
 		cpuPerSend("relayer", cpu, nodeStart, goStart)
 		order.print()
-		printRuns(b, pool)
+		printRuns(b, direct)
 	}
 	bal, err := eth.BalanceAt(ctx, to, nil)
 	require.NoError(b, err)

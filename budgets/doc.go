@@ -7,5 +7,8 @@
 // (Reserve); the reservation is keyed by the send's external id, so a re-run
 // of the attempt finds the same row. The relayer's final state settles it
 // (Finish): confirmed stays spent, anything that moved no value is released.
+// A node's refusal that proves nothing of the send is out there releases it
+// at once (Refused); the relayer takes it back within the cap before the
+// send's bytes go out again (Reclaim), so a send is counted once.
 // Reconcile, run by the recovery pass, settles what a crash left behind.
 package budgets

@@ -111,6 +111,46 @@ func Queued(ctx context.Context, tx pgx.Tx, externalID string) error {
 	return store.SettleBudget(ctx, tx, externalID, store.BudgetSpent)
 }
 
+// Refused releases a send's reservations in the relayer's transaction that
+// records a node's refusal proving nothing of the send is in a pool or on
+// chain (see relayer.Config.OnRefused): the send goes on (re-signed at the
+// node's price, at another nonce), but until its bytes go out again it
+// holds nothing, so another send may use the budget meanwhile.
+func Refused(ctx context.Context, tx pgx.Tx, externalID string) error {
+	return store.SettleBudget(ctx, tx, externalID, store.BudgetReleased)
+}
+
+// Reclaim takes back what Refused released, before the relayer sends the
+// send's bytes again (relayer.Config.Admit): under the budget's row lock,
+// spent + reserved + the send's amount must stay within the cap, else it
+// returns an *ExceededError and the send must not go out. It reports
+// whether there was anything to take back; a reservation that was never
+// released is left as it is, so a send is never counted twice.
+func Reclaim(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
+	rs, err := store.ReleasedBudgets(ctx, tx, externalID)
+	if err != nil || len(rs) == 0 {
+		return false, err
+	}
+	for _, r := range rs {
+		reserved, spent, err := store.BudgetTotals(ctx, tx, r.Workflow, r.Budget, r.Asset)
+		if err != nil {
+			return false, err
+		}
+		total := new(big.Int).Add(reserved, spent)
+		if total.Add(total, r.Amount).Cmp(r.Cap) > 0 {
+			// The row carries no declared unit: native amounts in ETH,
+			// a token's as integers (see Unit).
+			b := workflow.BudgetRef{Name: r.Budget, Asset: r.Asset, Cap: r.Cap, CapText: r.CapText}
+			return false, &ExceededError{Budget: r.Budget, Cap: capText(b), Spent: spent, Reserved: reserved, Amount: r.Amount,
+				Unit: Unit(r.Asset, units.Unit{})}
+		}
+		if err := store.ReclaimBudget(ctx, tx, externalID, r.Asset); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
 // Finish settles a send's reservations by its final state, inside the
 // relayer's transaction: confirmed stays spent; every other end (reverted,
 // expired, cancelled, replaced, dropped, refused for lack of funds) moved

@@ -96,12 +96,8 @@ func (s *Service) readClaim(ctx context.Context, n *netState, t ReadTrigger, num
 		result = Normalize(vals[0])
 	} else {
 		m := make(map[string]any, len(vals))
-		for i, v := range vals {
-			name := t.Method.Outputs[i].Name
-			if name == "" {
-				name = fmt.Sprintf("arg%d", i)
-			}
-			m[name] = Normalize(v)
+		for i, name := range trigger.ResultNames(t.Method.Outputs) {
+			m[name] = Normalize(vals[i])
 		}
 		result = m
 	}

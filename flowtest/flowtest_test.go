@@ -270,3 +270,45 @@ tests:
 	}
 	require.Less(t, time.Since(started), 20*time.Second)
 }
+
+// TestReadResultByPosition: a fixture gives a view with several outputs its
+// result by name or, as ethers prints a Result, as a list by position;
+// expressions read it either way (result.reserve0, result[1]).
+func TestReadResultByPosition(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	raw, err := os.ReadFile(anviltest.ContractPath(t, "Reserves.abi.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Pair.json"), raw, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(`
+name: pairs
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1" }
+contracts:
+  - { name: Pair, abi: ./Pair.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
+workflows:
+  - name: reserves
+    trigger: { read: { contract: Pair, function: getReserves, every: 1 block, when: "${{ result[0] > 0 }}" } }
+    steps:
+      - id: note
+        http_call: { method: POST, url: "https://notes.example/r", body: { r0: "${{ result.reserve0 }}", r1: "${{ result[1] }}" } }
+`), 0o644))
+	p, err := workflow.Load(filepath.Join(dir, "rflow.yaml"), workflow.LoadOptions{})
+	require.NoError(t, err)
+	b := &bundle{pool: storetest.Pool(t), project: p, dir: dir}
+	res := b.run(t, `
+tests:
+  - name: by name and by position
+    workflow: reserves
+    given:
+      - read: { result: { reserve0: 0, reserve1: 9, blockTimestampLast: 1 }, block: 1 }
+      - read: { result: { reserve0: 100, reserve1: 200, blockTimestampLast: 1 }, block: 2 }
+      - read: { result: [300, 400, 1], block: 3 }
+    http: [ { url: "https://notes.example/r" } ]
+    expect:
+      runs: [ { status: completed }, { status: completed } ]
+      requests: [ { body: { r0: "100", r1: "200" } }, { body: { r0: "300", r1: "400" } } ]
+`)
+	require.Len(t, res, 1)
+	require.True(t, res[0].Passed, messages(res[0]))
+}

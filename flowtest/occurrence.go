@@ -87,7 +87,7 @@ func (c *claimer) claim(o fixture.Occurrence) (claim store.Claim, ok bool, err e
 			blk, _ = fixture.Int(b)
 			key = strconv.FormatInt(blk, 10)
 		}
-		result := o.Body.Get("result").Plain()
+		result := readResult(c.wf.Trigger.Read, o.Body.Get("result").Plain())
 		if w := c.wf.Trigger.Read.When; w != nil {
 			v, err := workflow.Normalize(result)
 			if err != nil {
@@ -211,4 +211,19 @@ func uuidHash(id uuid.UUID, pos workflow.Position) [32]byte {
 	copy(h[:16], id[:])
 	copy(h[16:], fmt.Sprintf("%08d%08d", pos.Line, pos.Col))
 	return h
+}
+
+// readResult is a fixture's read result as the read trigger decodes it: a
+// view with several outputs gives an object by output name, so a list
+// written as ethers prints a Result ([100, 200]) becomes one by position.
+func readResult(rt *workflow.ReadTrigger, result any) any {
+	list, ok := result.([]any)
+	if !ok || rt == nil || rt.ABIMethod == nil || len(rt.ABIMethod.Outputs) < 2 || len(list) != len(rt.ABIMethod.Outputs) {
+		return result
+	}
+	m := make(map[string]any, len(list))
+	for i, name := range trigger.ResultNames(rt.ABIMethod.Outputs) {
+		m[name] = list[i]
+	}
+	return m
 }

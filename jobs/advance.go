@@ -572,16 +572,18 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	} else {
 		w.InsertSteps(steps, created)
 	}
+	var changes []store.RunChange
 	for _, a := range advs {
 		if a.ended && a.p != nil && a.p.waits {
 			w.CancelWaits(a.run.ID)
 		}
 		if !fresh || a.changedRun() {
-			w.UpdateRun(a.run.ID, a.run.Attempt, store.RunUpdate{
+			changes = append(changes, store.RunChange{ID: a.run.ID, Attempt: a.run.Attempt, RunUpdate: store.RunUpdate{
 				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
-			})
+			}})
 		}
 	}
+	w.UpdateRuns(changes)
 	ok, err := w.Send(ctx, tx)
 	if err != nil || !ok {
 		return ok, err

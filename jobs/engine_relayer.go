@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/rflow-dev/rflow/budgets"
 	"github.com/rflow-dev/rflow/chain"
 	"github.com/rflow-dev/rflow/relayer"
 	"github.com/rflow-dev/rflow/workflow"
@@ -69,5 +71,17 @@ func newRelayer(pool *pgxpool.Pool, p *workflow.Project, cfg Config, queue strin
 		wallets[w.Name] = rw
 	}
 	return relayer.New(relayer.Config{Pool: pool, Logger: cfg.Logger, Wallets: wallets, Networks: cfg.Backends,
-		OnFinal: onFinal, LockOwner: lockSendOwner, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt, Ours: ours})
+		OnFinal: onFinal, LockOwner: lockSendOwner, OnRefused: budgets.Refused, Admit: admitSend, Fault: fault, PollInterval: cfg.SendPollInterval, Middleware: middleware, Queue: queue, Adopt: adopt, Ours: ours})
+}
+
+// admitSend is the relayer's gate before a send's bytes reach a node again
+// after a refusal released its budget (budgets.Refused): it takes the
+// reservation back within the cap, or withholds the send when the budget
+// no longer fits it (another send used what the refusal freed).
+func admitSend(ctx context.Context, tx pgx.Tx, externalID string) (bool, error) {
+	reclaimed, err := budgets.Reclaim(ctx, tx, externalID)
+	if ex := (*budgets.ExceededError)(nil); errors.As(err, &ex) {
+		return false, &relayer.Withhold{Reason: ex.Error()}
+	}
+	return reclaimed, err
 }

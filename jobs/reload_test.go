@@ -65,7 +65,7 @@ steps:
 		return out
 	}
 	require.Eventually(t, func() bool { return len(bodies()) == 2 }, 30*time.Second, 50*time.Millisecond, "got %v", bodies())
-	require.Equal(t, []string{"15", "20"}, bodies())
+	require.Equal(t, []string{`"15"`, `"20"`}, bodies(), "the uint256 amounts, as decimal strings")
 
 	deploy(t, pool, e, "late", fmt.Sprintf(`
 name: late
@@ -78,7 +78,7 @@ steps:
 	em.Deposit(200)
 	require.Eventually(t, func() bool { return len(bodies()) >= 3 }, 30*time.Second, 50*time.Millisecond, "got %v", bodies())
 	time.Sleep(500 * time.Millisecond)
-	require.Equal(t, []string{"15", "20", "200"}, bodies(), "generation 2's where: applies to every range after its deploy; nothing claimed twice")
+	require.Equal(t, []string{`"15"`, `"20"`, `"200"`}, bodies(), "generation 2's where: applies to every range after its deploy; nothing claimed twice")
 	runs, err := store.ListRuns(ctx, pool, store.RunFilter{Workflow: "late"})
 	require.NoError(t, err)
 	require.Len(t, runs, 3)

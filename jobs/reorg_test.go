@@ -268,7 +268,7 @@ func TestOnReorgCompensatesOncePerFork(t *testing.T) {
 			require.Equal(t, string(tc.runStatus), seen["run_status"])
 			require.Equal(t, tc.wait1Status, seen["wait1"])
 			require.Equal(t, tc.act, seen["act"])
-			require.Equal(t, float64(7), seen["amount"], "the response sees the trigger")
+			require.Equal(t, "7", seen["amount"], "the response sees the trigger (a uint256: a decimal string)")
 			if tc.acted > 0 {
 				require.Equal(t, float64(1), seen["act_n"], "the response sees the run's step output")
 			}

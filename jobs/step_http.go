@@ -138,11 +138,11 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 			r.headers[k] = hv
 		}
 		if c.Body != nil {
-			v, err := c.Body.Eval(env)
+			v, text, err := c.Body.EvalRequest(env)
 			if err != nil {
 				return r, 0, "", nil, fmt.Errorf("body: %w", err)
 			}
-			if str, ok := v.(string); ok {
+			if str, ok := v.(string); ok && text {
 				r.body, r.contentType = []byte(str), "text/plain; charset=utf-8"
 			} else if r.body, err = workflow.MarshalRequestJSON(v); err != nil {
 				return r, 0, "", nil, fmt.Errorf("body: %w", err)
@@ -172,7 +172,7 @@ func buildRequest(s *workflow.Step, env workflow.Env) (request, time.Duration, s
 		payload, chat := chatPayload(n.Format, text)
 		if !chat {
 			if n.Body != nil {
-				if payload, err = n.Body.Eval(env); err != nil {
+				if payload, _, err = n.Body.EvalRequest(env); err != nil {
 					return r, 0, "", nil, fmt.Errorf("body: %w", err)
 				}
 			} else {

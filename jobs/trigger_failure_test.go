@@ -160,7 +160,7 @@ func TestFailingWhereIsAFailedRunAndRetryReevaluates(t *testing.T) {
 	require.Equal(t, store.StepCompleted, steps["trigger"].Status)
 	require.Equal(t, store.StepCompleted, steps["tell"].Status)
 	require.Eventually(t, func() bool { return len(recv.got("/ratio")) == 2 }, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, "7", recv.got("/ratio")[1].Body)
+	require.Equal(t, `"7"`, recv.got("/ratio")[1].Body)
 
 	// Generation 3 excludes 7: B completes without running anything.
 	deployDef(t, pool, e, "ratio", ratioDefinition("${{ event.amount > 7 }}", recv.URL))
@@ -246,7 +246,7 @@ workflows:
 	require.NotEqual(t, store.RunFailed, r.Status, "error: %v", r.Error)
 	waitStatus(t, pool, run.ID, store.RunCompleted)
 	require.Eventually(t, func() bool { return len(recv.got("/deposit")) == 1 }, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, "42", recv.got("/deposit")[0].Body)
+	require.Equal(t, `"42"`, recv.got("/deposit")[0].Body)
 	r, err = store.GetRun(ctx, pool, run.ID, false)
 	require.NoError(t, err)
 	require.Contains(t, string(r.Trigger), `"amount": 42`, "the run keeps the decoded event")
@@ -304,7 +304,7 @@ steps:
 	require.Equal(t, d.Generation, r.Generation)
 	require.Eventually(t, func() bool {
 		for _, q := range recv.got("/assets") {
-			if q.Body == "42" {
+			if q.Body == `"42"` {
 				return true
 			}
 		}

@@ -237,13 +237,16 @@ func (r *Relayer) afterBatch(ctx context.Context, s *firstSend) error {
 		return nil
 	case s.class.permanent():
 		return finish(ctx, r, s.job, row, r.refusal(ctx, s.b, row, s.signed, s.class, s.sendErr))
-	case s.class == sendTipTooLow:
-		return r.meetMinimum(ctx, s.job, s.w, s.b, row, "send", s.signed, s.sendErr)
 	case s.landing != nil:
 		return r.mined(ctx, s.job, row, s.landing)
 	}
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, s.job.ID, s.signed.Hash(), s.class, s.sendErr); err != nil {
+	// The batch's bytes are the send's first, at a fresh nonce: a clean
+	// refusal of them proves nothing of the send is out there.
+	if err := r.recordAfter(ctx, s.job.ID, row, s.signed.Hash(), s.class, s.sendErr, true); err != nil {
 		return err
+	}
+	if s.class == sendTipTooLow {
+		return r.meetMinimum(ctx, s.job, s.w, s.b, row, "send", s.signed, s.sendErr)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }

@@ -203,11 +203,15 @@ func (r *Relayer) meetMinimum(ctx context.Context, job *river.Job[SendArgs], w *
 	// Refused again (the node raised its price meanwhile, or states none),
 	// the next poll raises again: one re-signing per poll, each paying
 	// more, up to the caps.
+	reclaimed, stop, err := r.admit(ctx, job, row, kind)
+	if stop {
+		return err
+	}
 	class, sendErr := r.send(ctx, b, resigned)
 	if class.permanent() {
 		return r.refused(ctx, job, b, row, resigned, class, sendErr)
 	}
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, resigned.Hash(), class, sendErr); err != nil {
+	if err := r.recordAfter(ctx, job.ID, row, resigned.Hash(), class, sendErr, reclaimed); err != nil {
 		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)

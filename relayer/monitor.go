@@ -489,19 +489,24 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 	if err != nil {
 		return err
 	}
+	reclaimed, stop, err := r.admit(ctx, job, row, "send")
+	if stop {
+		return err
+	}
 	class, sendErr := r.send(ctx, b, signed)
-	switch {
-	case class.permanent():
+	if class.permanent() {
 		return finish(ctx, r, job, row, r.refusal(ctx, b, row, signed, class, sendErr))
+	}
+	if err := r.recordAfter(ctx, job.ID, row, signed.Hash(), class, sendErr, reclaimed); err != nil {
+		return err
+	}
+	switch {
 	case class == sendUnderpriced:
 		return r.moveNonce(ctx, job, w, b, row, "another transaction holds its nonce in the mempool")
 	case class == sendTipTooLow:
 		return r.meetMinimum(ctx, job, w, b, row, "send", signed, sendErr)
 	case class == sendFeeTooLow || class == sendTransient && time.Since(cur.CreatedAt) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, "send")
-	}
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
-		return err
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }
@@ -514,15 +519,19 @@ func (r *Relayer) resend(ctx context.Context, job *river.Job[SendArgs], w *Walle
 // signed is the send's (kind "send") or its no-op's ("cancel").
 func (r *Relayer) sendAndSnooze(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, kind string,
 	signed *types.Transaction) error {
-	class, sendErr := r.send(ctx, b, signed)
-	switch {
-	case class.permanent():
-		return r.refused(ctx, job, b, row, signed, class, sendErr)
-	case class == sendTipTooLow:
-		return r.meetMinimum(ctx, job, w, b, row, kind, signed, sendErr)
-	}
-	if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+	reclaimed, stop, err := r.admit(ctx, job, row, kind)
+	if stop {
 		return err
+	}
+	class, sendErr := r.send(ctx, b, signed)
+	if class.permanent() {
+		return r.refused(ctx, job, b, row, signed, class, sendErr)
+	}
+	if err := r.recordAfter(ctx, job.ID, row, signed.Hash(), class, sendErr, reclaimed); err != nil {
+		return err
+	}
+	if class == sendTipTooLow {
+		return r.meetMinimum(ctx, job, w, b, row, kind, signed, sendErr)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
 }

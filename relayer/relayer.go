@@ -73,6 +73,18 @@ type Config struct {
 	// cancel, through CancelTx) then takes its locks in the finaliser's
 	// order; locking the send first and the owner in OnFinal deadlocks.
 	LockOwner func(ctx context.Context, tx pgx.Tx, externalID string) error
+	// OnRefused, when set, runs in the transaction that records a refusal
+	// proving that nothing of the send is in the node's pool or on chain
+	// while the send goes on (see refusedClean): what the owner holds for
+	// it may be let go (the engine releases its budget reservation).
+	OnRefused func(ctx context.Context, tx pgx.Tx, externalID string) error
+	// Admit, when set, runs before bytes of a send no node has taken go
+	// out, in a transaction fenced on the send's job: the owner takes back
+	// what OnRefused let go and reports whether it had (then a clean
+	// refusal of these bytes runs OnRefused again). An error that is a
+	// *Withhold ends the send failed with its reason, nothing sent; any
+	// other error retries the job.
+	Admit func(ctx context.Context, tx pgx.Tx, externalID string) (reclaimed bool, err error)
 	// Middleware wraps the inserts of the relayer's jobs (the engine's
 	// trace propagation: a send's job carries its step's trace).
 	Middleware []rivertype.Middleware

@@ -116,6 +116,9 @@ type Config struct {
 	// to watch: the chain triggers and wait feeds currently deployed.
 	ReadyStall time.Duration
 	Watch      func(context.Context) (ChainWatch, error)
+	// LoopbackLogin opens the console to a browser on this machine without
+	// a login (rflow dev on a loopback address; console.Config).
+	LoopbackLogin bool
 }
 
 // Server serves rflow's HTTP API. Create it with New.
@@ -197,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 	// handler, so they share the API's ledger, checks and roles.
 	ui, err := console.New(console.Config{Pool: cfg.Pool, Engine: cfg.Engine, Commands: s.handler,
 		Keyring: s.keyring, Proxies: s.proxies, Logger: s.logger, RiverUI: cfg.River != nil, Networks: cfg.Networks,
-		Sessions: cfg.ConsoleSessions})
+		Sessions: cfg.ConsoleSessions, LoopbackLogin: cfg.LoopbackLogin})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 )
 
 // Run is a run as the API shows it (and `rflow runs … -o json`). It is the
@@ -34,6 +35,8 @@ type Run struct {
 	CreatedAt   time.Time       `json:"created_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// CancelReason is what the operator said when cancelling the run.
+	CancelReason *string `json:"cancel_reason,omitempty"`
 }
 
 // NewRun maps a stored run to its API form.
@@ -43,9 +46,10 @@ func NewRun(r *store.Run) *Run {
 	}
 	return &Run{
 		ID: r.ID, Project: r.Project, Workflow: r.Workflow, Generation: r.Generation, Attempt: r.Attempt,
-		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: r.Trigger, Status: string(r.Status),
+		TriggerKey: r.TriggerKey, TriggerKind: string(r.TriggerKind), Trigger: trigger.ABIIntegersAsText(r.TriggerKind, r.Trigger), Status: string(r.Status),
 		Position: r.Position, Error: r.Error, FailedStep: r.FailedStep, ChainID: r.ChainID, BlockNumber: r.BlockNumber,
 		OrphanedAt: r.OrphanedAt, WakeAt: r.WakeAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: r.FinishedAt,
+		CancelReason: r.CancelReason,
 	}
 }
 

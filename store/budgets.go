@@ -133,6 +133,53 @@ WHERE external_id = $1 AND status <> $2`, externalID, string(st))
 	return nil
 }
 
+// ReleasedReservation is a send's released reservation with its budget's
+// cap, as ReleasedBudgets locks it.
+type ReleasedReservation struct {
+	Workflow, Budget, Asset string
+	Amount, Cap             *big.Int
+	CapText                 string
+}
+
+// ReleasedBudgets returns the released reservations of externalID, each
+// with its budget's row locked until tx ends (the lock Reserve takes), by
+// asset.
+func ReleasedBudgets(ctx context.Context, tx pgx.Tx, externalID string) ([]ReleasedReservation, error) {
+	rows, err := tx.Query(ctx, `
+SELECT r.workflow_name, r.budget, r.asset, r.amount::text, b.cap::text, b.cap_text
+FROM rflow.budget_reservations r
+JOIN rflow.budgets b ON (b.workflow_name, b.name, b.asset) = (r.workflow_name, r.budget, r.asset)
+WHERE r.external_id = $1 AND r.status = 'released'
+ORDER BY r.asset
+FOR UPDATE OF b, r`, externalID)
+	if err != nil {
+		return nil, fmt.Errorf("released budgets of %s: %w", externalID, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ReleasedReservation, error) {
+		var r ReleasedReservation
+		var amt, capS string
+		if err := row.Scan(&r.Workflow, &r.Budget, &r.Asset, &amt, &capS, &r.CapText); err != nil {
+			return r, err
+		}
+		r.Amount, _ = new(big.Int).SetString(amt, 10)
+		r.Cap, _ = new(big.Int).SetString(capS, 10)
+		return r, nil
+	})
+}
+
+// ReclaimBudget moves a send's released reservation of asset back to
+// spent, counted from now in its window: the send is about to reach a
+// node again.
+func ReclaimBudget(ctx context.Context, tx pgx.Tx, externalID, asset string) error {
+	_, err := tx.Exec(ctx, `
+UPDATE rflow.budget_reservations SET status = 'spent', reserved_at = now(), settled_at = now()
+WHERE external_id = $1 AND asset = $2 AND status = 'released'`, externalID, asset)
+	if err != nil {
+		return fmt.Errorf("reclaim budget of %s: %w", externalID, err)
+	}
+	return nil
+}
+
 // ReconcileBudgets settles reservations against the relayer, by external
 // id, inside their budget's window: a send the relayer holds that landed or
 // is still in flight is spent (even a row released too early), one that

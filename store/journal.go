@@ -50,7 +50,7 @@ func (j Journal) steps() string {
 // so the engine evaluates on_reorg: steps against the run's definition.
 const responseRunSQL = `SELECT rr.id, r.workflow_name, r.generation, rr.attempt, r.trigger_key, r.trigger_kind, r.trigger,
 	rr.status, rr.position, rr.epoch, rr.error, rr.failed_step, r.chain_id, r.block_number, r.orphaned_at, rr.wake_at,
-	rr.created_at, rr.updated_at, rr.finished_at
+	rr.created_at, rr.updated_at, rr.finished_at, NULL::text
 	FROM rflow.reorg_runs rr JOIN rflow.workflow_runs r ON r.id = rr.run_id WHERE rr.id = $1`
 
 func (j Journal) runSQL() string {

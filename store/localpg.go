@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,9 +62,14 @@ type LocalPostgres struct {
 	port   int
 	binDir string
 	logger *slog.Logger
+	// mu guards the running server's process (cmd, exited, logf), which
+	// Supervise replaces when it restarts a server that died.
+	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
 	logf   *os.File
+	// stopping is set by Stop: the server's exit is then no outage.
+	stopping bool
 	// runAs and ephemeral are kept so Restart starts the server as before.
 	runAs     *user.User
 	ephemeral bool
@@ -163,6 +169,9 @@ func StartLocal(ctx context.Context, opts LocalOptions) (*LocalPostgres, error) 
 // DataDir is where the cluster keeps its data.
 func (lp *LocalPostgres) DataDir() string { return filepath.Join(lp.dir, "data") }
 
+// LogFile is where the server writes its log.
+func (lp *LocalPostgres) LogFile() string { return filepath.Join(lp.dir, "postgres.log") }
+
 // Port is the loopback TCP port the server listens on.
 func (lp *LocalPostgres) Port() int { return lp.port }
 
@@ -176,6 +185,8 @@ func (lp *LocalPostgres) Pid() int {
 	if lp.attachedPid != 0 {
 		return lp.attachedPid
 	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
 	return lp.cmd.Process.Pid
 }
 
@@ -233,28 +244,32 @@ func runningPostmaster(dataDir string) (pid, port int, ok bool) {
 // waits for it to exit. It is safe to call more than once. A server this
 // process attached to keeps running.
 func (lp *LocalPostgres) Stop(ctx context.Context) error {
-	if lp.cmd == nil || lp.cmd.Process == nil {
+	lp.mu.Lock()
+	lp.stopping = true
+	cmd, exited, logf := lp.cmd, lp.exited, lp.logf
+	lp.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
 		return nil
 	}
 	select {
-	case <-lp.exited:
+	case <-exited:
 		return nil
 	default:
 	}
-	_ = lp.cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Process.Signal(syscall.SIGINT)
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
 	select {
-	case <-lp.exited:
+	case <-exited:
 	case <-timer.C:
-		_ = lp.cmd.Process.Signal(syscall.SIGQUIT)
-		<-lp.exited
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		<-exited
 	case <-ctx.Done():
-		_ = lp.cmd.Process.Signal(syscall.SIGQUIT)
-		<-lp.exited
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		<-exited
 	}
-	if lp.logf != nil {
-		lp.logf.Close()
+	if logf != nil {
+		logf.Close()
 	}
 	lp.logger.Debug("embedded postgres stopped", "dir", lp.DataDir())
 	return nil
@@ -282,15 +297,18 @@ func (lp *LocalPostgres) Restart(ctx context.Context, mode ShutdownMode, down ti
 	if mode == ShutdownImmediate {
 		sig = syscall.SIGQUIT
 	}
-	if err := lp.cmd.Process.Signal(sig); err != nil {
+	lp.mu.Lock()
+	cmd, exited, logf := lp.cmd, lp.exited, lp.logf
+	lp.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("stop postgres: %w", err)
 	}
 	select {
-	case <-lp.exited:
+	case <-exited:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	lp.logf.Close()
+	logf.Close()
 	select {
 	case <-time.After(down):
 	case <-ctx.Done():
@@ -397,19 +415,25 @@ func (lp *LocalPostgres) start(runAs *user.User, ephemeral bool) error {
 		logf.Close()
 		return fmt.Errorf("start postgres: %w", err)
 	}
-	lp.cmd, lp.logf, lp.exited = cmd, logf, make(chan struct{})
+	exited := make(chan struct{})
+	lp.mu.Lock()
+	lp.cmd, lp.logf, lp.exited = cmd, logf, exited
+	lp.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		close(lp.exited)
+		close(exited)
 	}()
 	return nil
 }
 
 func (lp *LocalPostgres) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	lp.mu.Lock()
+	exited := lp.exited
+	lp.mu.Unlock()
 	for {
 		select {
-		case <-lp.exited:
+		case <-exited:
 			return fmt.Errorf("postgres exited during start: %s (log: %s)", lp.tailLog(), filepath.Join(lp.dir, "postgres.log"))
 		default:
 		}

@@ -46,6 +46,9 @@ type NodeRole struct {
 	Project string
 	// WorkersOnly: the process works steps and runs no triggers.
 	WorkersOnly bool
+	// Console is the console URL the process serves ("" for none), for
+	// rflow status.
+	Console string
 }
 
 // RegisterNode records this process under clientID (its River client id)
@@ -89,9 +92,11 @@ func (n *Node) lockAndUpsert(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	var inserted bool
 	err := tx.QueryRow(ctx, `
-		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers, console_url)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (id) DO UPDATE SET seen_at = now(), suspect_since = NULL
-		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity(), n.role.Project, !n.role.WorkersOnly).Scan(&inserted)
+		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity(), n.role.Project, !n.role.WorkersOnly,
+		n.role.Console).Scan(&inserted)
 	return inserted, err
 }
 

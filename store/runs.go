@@ -87,6 +87,9 @@ type Run struct {
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	FinishedAt  *time.Time
+	// CancelReason is what the operator said when cancelling the run
+	// (rflow runs cancel --reason); nil when nothing was said.
+	CancelReason *string
 
 	// Journal is where the row and its steps live: a run (the zero value)
 	// or an on_reorg response, whose Workflow, Generation and Trigger are
@@ -95,13 +98,13 @@ type Run struct {
 }
 
 const runColumns = `id, workflow_name, generation, attempt, trigger_key, trigger_kind, trigger, status, position,
-	epoch, error, failed_step, chain_id, block_number, orphaned_at, wake_at, created_at, updated_at, finished_at`
+	epoch, error, failed_step, chain_id, block_number, orphaned_at, wake_at, created_at, updated_at, finished_at, cancel_reason`
 
 func scanRun(row pgx.Row) (*Run, error) {
 	var r Run
 	err := row.Scan(&r.ID, &r.Workflow, &r.Generation, &r.Attempt, &r.TriggerKey, &r.TriggerKind, &r.Trigger,
 		&r.Status, &r.Position, &r.Epoch, &r.Error, &r.FailedStep, &r.ChainID, &r.BlockNumber, &r.OrphanedAt,
-		&r.WakeAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt)
+		&r.WakeAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.CancelReason)
 	r.Error = scrub(r.Error)
 	return &r, err
 }
@@ -327,6 +330,16 @@ func CancelRun(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, error) {
 		WHERE run_id = $1 AND status IN ('queued', 'running', 'retrying', 'waiting')`, id)
 	if err != nil {
 		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return GetRun(ctx, tx, id, false)
+}
+
+// NoteCancelReason records why an operator cancelled run id (the first
+// reason said stays: cancelling again changes nothing) and returns the run.
+func NoteCancelReason(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) (*Run, error) {
+	if _, err := tx.Exec(ctx, `UPDATE rflow.workflow_runs SET cancel_reason = $2
+		WHERE id = $1 AND status = 'cancelled' AND cancel_reason IS NULL`, id, reason); err != nil {
+		return nil, fmt.Errorf("note why run %s was cancelled: %w", id, err)
 	}
 	return GetRun(ctx, tx, id, false)
 }

@@ -8,14 +8,16 @@ import (
 // liveNodesSQL counts the registered processes whose liveness lock is held,
 // read from pg_locks without taking any lock, among the rows filter keeps.
 func liveNodesSQL(filter string) string {
-	return `
-		SELECT count(*) FROM rflow.nodes n
-		WHERE ` + filter + ` AND EXISTS (
-			SELECT 1 FROM pg_locks l
-			WHERE l.locktype = 'advisory' AND l.granted
-			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			  AND l.classid::bigint = $1 AND l.objid::bigint = n.id AND l.objsubid = 2)`
+	return `SELECT count(*) FROM rflow.nodes n WHERE ` + filter + ` AND ` + nodeLockHeld
 }
+
+// nodeLockHeld is true for a row n of rflow.nodes whose process holds its
+// liveness lock ($1 is nodeLockClass).
+const nodeLockHeld = `EXISTS (
+	SELECT 1 FROM pg_locks l
+	WHERE l.locktype = 'advisory' AND l.granted
+	  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND l.classid::bigint = $1 AND l.objid::bigint = n.id AND l.objsubid = 2)`
 
 // LiveNodes counts the registered rflow processes whose liveness lock is
 // held, of every project and role.

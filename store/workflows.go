@@ -228,13 +228,26 @@ const PausedByOperator = "paused by an operator"
 // original time and reason (a circuit breaker's, say); resuming records
 // when, so the circuit breaker counts failures from then on.
 func SetWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool) error {
+	return setWorkflowPaused(ctx, db, name, paused, PausedByOperator)
+}
+
+// PauseWorkflow is SetWorkflowPaused(…, true) recording reason as why
+// (rflow workflows pause --reason); an empty reason is PausedByOperator.
+func PauseWorkflow(ctx context.Context, db DBTX, name, reason string) error {
+	if reason == "" {
+		reason = PausedByOperator
+	}
+	return setWorkflowPaused(ctx, db, name, true, reason)
+}
+
+func setWorkflowPaused(ctx context.Context, db DBTX, name string, paused bool, reason string) error {
 	tag, err := db.Exec(ctx, `
 		UPDATE rflow.workflows SET
 			paused_at = CASE WHEN $2 THEN coalesce(paused_at, now()) END,
 			paused_reason = CASE WHEN $2 THEN coalesce(paused_reason, $3) END,
 			resumed_at = CASE WHEN paused AND NOT $2 THEN now() ELSE resumed_at END,
 			paused = $2, updated_at = now()
-		WHERE name = $1`, name, paused, PausedByOperator)
+		WHERE name = $1`, name, paused, reason)
 	if err != nil {
 		return fmt.Errorf("pause %s: %w", name, err)
 	}

@@ -129,6 +129,60 @@ func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
 	w.fenced(fmt.Sprintf("update run %s", id))
 }
 
+// RunChange is one run's new state for UpdateRuns, fenced on attempt.
+type RunChange struct {
+	ID      uuid.UUID
+	Attempt int
+	RunUpdate
+}
+
+// UpdateRuns queues many runs' new states as one statement, fenced as
+// UpdateRun is (every run must match). A claim batch that parks its runs at
+// their first step (a delay, a wait, an approval) changes every run it
+// created: one UPDATE per run cost more than the claim gate itself.
+func (w *Writes) UpdateRuns(changes []RunChange) {
+	seen := make(map[uuid.UUID]bool, len(changes))
+	for _, c := range changes {
+		seen[c.ID] = true
+	}
+	if len(changes) < 2 || len(seen) < len(changes) {
+		// One statement per run: a run twice would match once.
+		for _, c := range changes {
+			w.UpdateRun(c.ID, c.Attempt, c.RunUpdate)
+		}
+		return
+	}
+	n := len(changes)
+	ids := make([][16]byte, n)
+	attempts, epochs := make([]int32, n), make([]int32, n)
+	statuses, positions := make([]string, n), make([]string, n)
+	errs, failed := make([]*string, n), make([]*string, n)
+	wakes := make([]*time.Time, n)
+	for i, c := range changes {
+		ids[i], attempts[i], epochs[i] = c.ID, int32(c.Attempt), int32(c.Epoch)
+		statuses[i], positions[i], errs[i], failed[i], wakes[i] = string(c.Status), c.Position, c.Error, c.FailedStep, c.WakeAt
+	}
+	w.batch.Queue(`
+		UPDATE `+w.Journal.runs()+` r
+		SET status = u.status, position = NULLIF(u.position, ''), epoch = u.epoch, error = u.error,
+			failed_step = u.failed_step, wake_at = u.wake_at, updated_at = now(),
+			finished_at = CASE WHEN u.status IN ('completed', 'failed', 'cancelled') THEN now() END
+		FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::timestamptz[])
+			AS u(id, attempt, status, position, epoch, error, failed_step, wake_at)
+		WHERE r.id = u.id AND r.attempt = u.attempt AND r.status NOT IN ('completed', 'failed', 'cancelled', 'reincluded')`,
+		ids, attempts, statuses, positions, epochs, errs, failed, wakes)
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("update %d run(s): %w", n, err)
+		}
+		if tag.RowsAffected() < int64(n) {
+			w.moved = true
+		}
+		return nil
+	})
+}
+
 // Len is the number of queued statements.
 func (w *Writes) Len() int { return w.batch.Len() }
 

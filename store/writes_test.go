@@ -61,3 +61,64 @@ func TestInsertStepsReportsOnlyNewRows(t *testing.T) {
 	require.Equal(t, store.StepSkipped, steps[1].Status)
 	require.NotNil(t, steps[1].FinishedAt, "a skipped step is finished when journaled")
 }
+
+// Many runs' new states go in as one statement with UpdateRun's fence:
+// each run's state is written as given, and a run at another attempt, or
+// already finished, makes the whole write report moved (the caller rolls
+// back), as one UpdateRun per run would.
+func TestUpdateRunsWritesEachAndFences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := storetest.Pool(t)
+	_, err := pool.Exec(ctx, `INSERT INTO rflow.workflows (name, spec_hash, spec, generation) VALUES ('wf', 'h', '{}', 1)`)
+	require.NoError(t, err)
+	var won []store.ClaimedRun
+	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		won, err = store.ClaimRuns(ctx, tx, []store.Claim{
+			{Workflow: "wf", TriggerKey: "a", TriggerKind: "manual"},
+			{Workflow: "wf", TriggerKey: "b", TriggerKind: "manual"},
+			{Workflow: "wf", TriggerKey: "c", TriggerKind: "manual"},
+		})
+		return err
+	}))
+	require.Len(t, won, 3)
+	wake := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	msg := "boom"
+	changes := []store.RunChange{
+		{ID: won[0].ID, Attempt: 1, RunUpdate: store.RunUpdate{Status: store.RunWaitingDelay, Position: "later", WakeAt: &wake}},
+		{ID: won[1].ID, Attempt: 1, RunUpdate: store.RunUpdate{Status: store.RunFailed, Error: &msg, FailedStep: &msg, Epoch: 2}},
+	}
+	send := func(changes []store.RunChange) bool {
+		var ok bool
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			w := &store.Writes{}
+			w.UpdateRuns(changes)
+			require.Equal(t, 1, w.Len(), "one statement for all")
+			ok, err = w.Send(ctx, tx)
+			return err
+		}))
+		return ok
+	}
+	require.True(t, send(changes))
+	a, err := store.GetRun(ctx, pool, won[0].ID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RunWaitingDelay, a.Status)
+	require.True(t, wake.Equal(*a.WakeAt))
+	require.Nil(t, a.FinishedAt)
+	b, err := store.GetRun(ctx, pool, won[1].ID, false)
+	require.NoError(t, err)
+	require.Equal(t, store.RunFailed, b.Status)
+	require.Equal(t, "boom", *b.Error)
+	require.Equal(t, 2, b.Epoch)
+	require.NotNil(t, b.FinishedAt)
+
+	// b is finished and c is at attempt 1, not 2: either fences the write.
+	require.False(t, send([]store.RunChange{
+		{ID: won[0].ID, Attempt: 1, RunUpdate: store.RunUpdate{Status: store.RunRunning}},
+		{ID: won[1].ID, Attempt: 1, RunUpdate: store.RunUpdate{Status: store.RunRunning}},
+	}))
+	require.False(t, send([]store.RunChange{
+		{ID: won[0].ID, Attempt: 1, RunUpdate: store.RunUpdate{Status: store.RunRunning}},
+		{ID: won[2].ID, Attempt: 2, RunUpdate: store.RunUpdate{Status: store.RunRunning}},
+	}))
+}

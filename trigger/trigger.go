@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/ethereum/go-ethereum/accounts/abi"
 )
 
 // Kind is the kind of occurrence that claimed a run (the workflow_runs
@@ -115,4 +117,19 @@ func (p ManualPayload) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Input json.RawMessage `json:"input"`
 	}{in})
+}
+
+// ResultNames are the names a read's result gives a view's outputs when it
+// has several (ReadPayload.Result is then an object by these names): each
+// output's ABI name, or arg<i> for an unnamed one. Expressions also read
+// them by position (result[i]).
+func ResultNames(outputs abi.Arguments) []string {
+	names := make([]string, len(outputs))
+	for i, o := range outputs {
+		names[i] = o.Name
+		if names[i] == "" {
+			names[i] = "arg" + strconv.Itoa(i)
+		}
+	}
+	return names
 }

@@ -43,6 +43,12 @@ type typ struct {
 	// for reading a field an object does not have.
 	unknownField string
 	elem         *typ // tList, tMap
+	// abi marks an integer an ABI declared (uint256, int8, …): request
+	// bodies write it as a decimal string at every magnitude (json_typed.go).
+	abi bool
+	// order is the fields of an ABI result or tuple by position, so that
+	// x[0] reads the first (index.go).
+	order []string
 }
 
 var (
@@ -72,7 +78,7 @@ func (t *typ) stringy() bool {
 func abiTyp(t abi.Type) *typ {
 	switch t.T {
 	case abi.IntTy, abi.UintTy:
-		return &typ{kind: tInt, name: t.String()}
+		return &typ{kind: tInt, name: t.String(), abi: true}
 	case abi.BoolTy:
 		return boolT
 	case abi.StringTy:
@@ -92,7 +98,9 @@ func abiTyp(t abi.Type) *typ {
 				fields[name] = abiTyp(*t.TupleElems[i])
 			}
 		}
-		return objectT("tuple", fields)
+		tt := objectT("tuple", fields)
+		tt.order = slices.Clone(t.TupleRawNames)
+		return tt
 	}
 	return anyT
 }
@@ -130,6 +138,9 @@ type checker struct {
 	sc     *scope
 	locals map[string]*typ
 	issues []exprIssue
+	// positions are the fields that x[i] on a positional object reads, by
+	// the offset of i, for the compiled program (index.go).
+	positions map[int]string
 }
 
 func (c *checker) errorf(n ast.Node, format string, args ...any) {
@@ -274,8 +285,11 @@ func (c *checker) member(n *ast.MemberNode) *typ {
 		case tMap:
 			return t.elem
 		case tObject:
-			// A computed field name is fine; a number is not: an ABI tuple
-			// or named results are a map at run time, not a list.
+			if t.order != nil {
+				return c.position(n, t, it)
+			}
+			// A computed field name is fine; a number is not: an event is
+			// a map at run time, not a list.
 			if it.kind != tAny && it.kind != tString {
 				c.errorf(n.Property, "cannot index %s (%s) with %s: it is not a list; read a field by name (fields: %s)",
 					n.Node, t.name, it.name, joinNames(slices.Sorted(maps.Keys(t.fields))))

@@ -59,8 +59,11 @@ func TestConditionsThatCannotSucceedAreValidateErrors(t *testing.T) {
 		want    []string
 	}{
 		{read("total", "result[0] > 1"), []string{"6:89: in ${{ result[0] > 1 }}: cannot index result: it is uint256, not a list or a map"}},
-		{read("split", "result[0] > 1"), []string{"6:89: in ${{ result[0] > 1 }}: cannot index result (split result) with integer: it is not a list; read a field by name (fields: assets, shares)"}},
-		{read("position", "result[1] > 1"), []string{"6:92: in ${{ result[1] > 1 }}: cannot index result (tuple) with integer: it is not a list; read a field by name (fields: owner, size)"}},
+		// Several outputs (or a tuple) are indexable by position, within them.
+		{read("split", "result[2] > 1"), []string{"6:89: in ${{ result[2] > 1 }}: index 2 is out of range: split result has 2 values (0 to 1: assets, shares)"}},
+		{read("position", "result[2] > 1"), []string{"6:92: in ${{ result[2] > 1 }}: index 2 is out of range: tuple has 2 values (0 to 1: owner, size)"}},
+		{read("split", "result[len(result) - 1] > 1"), []string{"6:101: in ${{ result[len(result) - 1] > 1 }}: index result (split result) by a constant position (0 to 1) or by name (assets, shares)"}},
+		{event("event[0] == 1"), []string{"6:72: in ${{ event[0] == 1 }}: cannot index event (event Deposit) with integer: it is not a list; read a field by name"}},
 		{read("total", "result[1:] == 0"), []string{"6:88: in ${{ result[1:] == 0 }}: cannot slice result: it is uint256, not a list or a string"}},
 		{event("event.amount[0] == 1"), []string{"6:79: in ${{ event.amount[0] == 1 }}: cannot index event.amount: it is uint256, not a list or a map"}},
 		{event("event.amount / 0 > 1"), []string{"6:79: in ${{ event.amount / 0 > 1 }}: division by zero: event.amount / 0"}},
@@ -68,6 +71,9 @@ func TestConditionsThatCannotSucceedAreValidateErrors(t *testing.T) {
 		// What can succeed stays valid.
 		{read("pair", "result[0] > result[1]"), nil},
 		{read("split", "result.assets > result['shares']"), nil},
+		{read("split", "result[0] > result.shares && result[1] >= 0"), nil},
+		{read("pair", "result.arg1 > 0 && result['arg0'] == result[0]"), nil},
+		{read("position", "result[1] == result.size && result[0] != ''"), nil},
 		{read("position", "result.size > 1"), nil},
 		{read("holders", "len(result) > 0 && result[0] != ''"), nil},
 		{read("total", "result / 2 > 1"), nil},

@@ -38,6 +38,8 @@ type Expr struct {
 	pos  Position
 	prog *vm.Program
 	typ  *typ
+	// positions: see checker.positions.
+	positions map[int]string
 }
 
 // Source returns the expression text between ${{ and }}.
@@ -353,7 +355,7 @@ func compileExpr(src string, pos Position, sc *scope) (*Expr, Diagnostics) {
 		}
 		return nil, ds
 	}
-	prog, err := safeCompile(parsed, lits)
+	prog, err := safeCompile(parsed, lits, c.positions)
 	if err != nil {
 		offset, msg := 0, err.Error()
 		var fe *file.Error
@@ -362,7 +364,7 @@ func compileExpr(src string, pos Position, sc *scope) (*Expr, Diagnostics) {
 		}
 		return nil, Diagnostics{{Pos: at(offset), Message: fmt.Sprintf("invalid expression ${{ %s }}: %s", src, msg)}}
 	}
-	return &Expr{src: src, pos: pos, prog: prog, typ: t}, nil
+	return &Expr{src: src, pos: pos, prog: prog, typ: t, positions: c.positions}, nil
 }
 
 func safeExprParse(src string) (tree *parser.Tree, err error) {
@@ -374,7 +376,7 @@ func safeExprParse(src string) (tree *parser.Tree, err error) {
 	return parser.Parse(src)
 }
 
-func safeCompile(src string, lits map[string]string) (prog *vm.Program, err error) {
+func safeCompile(src string, lits map[string]string, positions map[int]string) (prog *vm.Program, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog, err = nil, fmt.Errorf("the expression compiler failed on this input (%v)", r)
@@ -383,6 +385,9 @@ func safeCompile(src string, lits map[string]string) (prog *vm.Program, err erro
 	opts := exprOptions()
 	if lits != nil {
 		opts = append([]expr.Option{expr.Patch(bigLiteralPatcher{lits})}, opts...)
+	}
+	if positions != nil {
+		opts = append([]expr.Option{expr.Patch(positionPatcher{positions})}, opts...)
 	}
 	return expr.Compile(src, opts...)
 }

@@ -299,3 +299,44 @@ func TestExprMissingStepOptionalChaining(t *testing.T) {
 	_, err = mustExpr(t, "steps.lookup.output").Eval(env)
 	require.Error(t, err)
 }
+
+// reservesT is the result of getReserves() returns (uint112 reserve0,
+// uint112 reserve1, uint32) as the checker types it.
+func reservesT() *typ {
+	u := func(n string) *typ { return &typ{kind: tInt, name: n, abi: true} }
+	t := objectT("getReserves result", map[string]*typ{"reserve0": u("uint112"), "reserve1": u("uint112"), "arg2": u("uint32")})
+	t.order = []string{"reserve0", "reserve1", "arg2"}
+	return t
+}
+
+// TestExprResultPositions: result[i] reads the i-th output by name, on a
+// fresh result and on one read back from the journal alike; an index
+// outside the outputs is a compile error at the index.
+func TestExprResultPositions(t *testing.T) {
+	t.Parallel()
+	sc := testScope().with("result", reservesT())
+	fresh := Env{"result": map[string]any{"reserve0": big.NewInt(100), "reserve1": big.NewInt(200), "arg2": big.NewInt(7)}}
+	b, err := MarshalJSON(map[string]any(fresh))
+	require.NoError(t, err)
+	decoded, err := UnmarshalJSON(b)
+	require.NoError(t, err)
+	for _, env := range []Env{fresh, decoded.(map[string]any)} {
+		for src, want := range map[string]any{
+			"result[0] * 2 == result.reserve1": true,
+			"result[1] - result['reserve0']":   int64(100),
+			"result[2] == result.arg2":         true,
+		} {
+			e, ds := compileExpr(src, Position{File: "f.yaml", Line: 1, Col: 1}, sc)
+			require.Empty(t, ds, src)
+			got, err := e.Eval(env)
+			require.NoError(t, err, src)
+			if n, ok := toNumber(got); ok && !n.isFloat {
+				got = n.i.Int64()
+			}
+			require.Equal(t, want, got, src)
+		}
+	}
+	_, ds := compileExpr("result[3] > 0", Position{File: "f.yaml", Line: 4, Col: 10}, sc)
+	require.Len(t, ds, 1)
+	require.Equal(t, "f.yaml:4:17: in ${{ result[3] > 0 }}: index 3 is out of range: getReserves result has 3 values (0 to 2: reserve0, reserve1, arg2)", ds[0].String())
+}

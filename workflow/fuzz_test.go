@@ -3,6 +3,7 @@ package workflow
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,6 +136,9 @@ func FuzzExpr(f *testing.F) {
 		"bigint('010') + 0x10",
 		"115792089237316195423570985008687907853269984665640564039457584007913129639935 - event.amount",
 		"-9223372036854775808 + 0xffffffffffffffffffffffff_ffff",
+		"result[0] * 2 == result.reserve1 && result[2] > 0",
+		"result[3]",
+		"result[-1] + result['arg1']",
 	} {
 		f.Add(seed)
 	}
@@ -144,6 +148,7 @@ func FuzzExpr(f *testing.F) {
 		"steps":   map[string]any{"lookup": map[string]any{"output": map[string]any{"body": map[string]any{"wallets": []any{"a"}}}}},
 		"run":     map[string]any{"id": "r", "workflow": "w", "attempt": 1},
 		"env":     map[string]any{"HOME": "/root"},
+		"result":  map[string]any{"reserve0": big.NewInt(100), "reserve1": big.NewInt(200), "arg2": big.NewInt(7)},
 	}
 	b, err := MarshalJSON(fresh)
 	if err != nil {
@@ -159,7 +164,7 @@ func FuzzExpr(f *testing.F) {
 			return
 		}
 		defer watchdog(src, 3*time.Second)()
-		e, ds := compileExpr(src, Position{File: "f", Line: 1, Col: 1}, testScope())
+		e, ds := compileExpr(src, Position{File: "f", Line: 1, Col: 1}, testScope().with("result", reservesT()))
 		if e == nil {
 			if !ds.HasErrors() {
 				t.Fatalf("no expression and no error for %q", src)

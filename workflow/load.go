@@ -31,7 +31,8 @@ type LoadOptions struct {
 	// instead of failing the load. For commands that only write to the
 	// database (runs retry, workflows resume): they compile workflows but
 	// sign and call nothing, so they must not need the secrets of the
-	// process that works the runs.
+	// process that works the runs. A wallet's keystore file may be missing
+	// too.
 	AllowUnsetEnv bool
 }
 
@@ -47,7 +48,7 @@ func Load(path string, opts LoadOptions) (*Project, error) {
 	l.p.Dir = filepath.Dir(path)
 	l.p.file = filepath.Base(path)
 	l.p.allowUnsetEnv = opts.AllowUnsetEnv
-	src, err := readFile(path)
+	src, err := l.read(path)
 	if errors.Is(err, errIsDir) {
 		l.errorf(Position{File: path}, "cannot read the project file: it is a directory (give the project file in it, e.g. %s)",
 			filepath.Join(path, "rflow.yaml"))
@@ -100,6 +101,25 @@ var (
 	errIsDir        = errors.New("is a directory")
 	errFileTooLarge = fmt.Errorf("file larger than %d bytes", maxFileSize)
 )
+
+// read is readFile that keeps what it read as one of the project's
+// sources (Project.Sources).
+func (l *loader) read(path string) ([]byte, error) {
+	src, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if l.p.sources == nil {
+		l.p.sources = map[string][]byte{}
+	}
+	rel, rerr := filepath.Rel(l.p.Dir, path)
+	if rerr != nil || !filepath.IsLocal(rel) {
+		l.p.sourcesOutside = true
+	} else {
+		l.p.sources[filepath.ToSlash(rel)] = src
+	}
+	return src, nil
+}
 
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -249,7 +269,7 @@ func (l *loader) include(n *node) []*node {
 		}
 		sort.Strings(matches)
 		for _, file := range matches {
-			src, err := readFile(file)
+			src, err := l.read(file)
 			if err != nil {
 				l.errorf(pn.pos, "include: %v", err)
 				continue
@@ -421,7 +441,9 @@ func (l *loader) wallet(n *node) {
 			if !filepath.IsAbs(path) {
 				path = filepath.Join(l.p.Dir, path)
 			}
-			if st, err := os.Stat(path); err != nil || st.IsDir() {
+			// A keystore is a secret too: AllowUnsetEnv loads (for commands
+			// that sign nothing) without it.
+			if st, err := os.Stat(path); (err != nil || st.IsDir()) && !l.p.allowUnsetEnv {
 				l.errorf(ks.pos, "wallet %s: keystore file %s not found", w.Name, s)
 			}
 			w.Keystore = path
@@ -517,7 +539,7 @@ func (l *loader) loadABI(pos Position, rel string) *abi.ABI {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(l.p.Dir, rel)
 	}
-	src, err := readFile(path)
+	src, err := l.read(path)
 	if err != nil {
 		l.errorf(pos, "abi: %v", err)
 		return nil

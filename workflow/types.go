@@ -59,7 +59,24 @@ type Project struct {
 	file         string // the project file's base name, for messages
 	// allowUnsetEnv is LoadOptions.AllowUnsetEnv; CompileSpec honours it too.
 	allowUnsetEnv bool
+	// sources are the files Load read, by path relative to Dir;
+	// sourcesOutside is set when one lies outside Dir (see Sources).
+	sources        map[string][]byte
+	sourcesOutside bool
 }
+
+// Sources returns the files Load read to build the project (the project
+// file, its includes and ABIs), by slash-separated path relative to the
+// project file's directory, as they were read: ${VAR} references are
+// there, not their values. Loaded again from a directory holding just
+// these files, they make the same project. ok is false when a file lay
+// outside that directory (an ABI under ../): then they do not.
+func (p *Project) Sources() (files map[string][]byte, ok bool) {
+	return p.sources, !p.sourcesOutside && len(p.sources) > 0
+}
+
+// File is the project file's name (its base name, in Dir).
+func (p *Project) File() string { return p.file }
 
 // Network returns the network called name, or nil.
 func (p *Project) Network(name string) *Network {

@@ -28,6 +28,10 @@ func waitKeys(where *Expr) []WaitKey {
 	if err != nil {
 		return nil
 	}
+	if where.positions != nil {
+		// Sides are compiled from their text: read positions by name first.
+		ast.Walk(&tree.Node, positionPatcher{where.positions})
+	}
 	var keys []WaitKey
 	var walk func(n ast.Node)
 	walk = func(n ast.Node) {
@@ -45,7 +49,7 @@ func waitKeys(where *Expr) []WaitKey {
 				if !ok || readsEvent(side[1]) {
 					continue
 				}
-				prog, err := safeCompile(side[1].String(), lits)
+				prog, err := safeCompile(side[1].String(), lits, nil)
 				if err != nil {
 					continue
 				}

@@ -367,7 +367,9 @@ func (l *loader) blockTrigger(n *node) *BlockTrigger {
 }
 
 // methodResultType is the type of a view call's result: its only output, or
-// an object of named outputs (a list when unnamed).
+// for several an object by name that is also indexable by position
+// (result.reserve0 and result[0], like ethers' Result). An unnamed output
+// is arg<i> by name (trigger.ResultNames), as the read trigger decodes it.
 func methodResultType(m *abi.Method) *typ {
 	switch len(m.Outputs) {
 	case 0:
@@ -376,13 +378,13 @@ func methodResultType(m *abi.Method) *typ {
 		return abiTyp(m.Outputs[0].Type)
 	}
 	fields := map[string]*typ{}
-	for _, o := range m.Outputs {
-		if o.Name == "" {
-			return listT(anyT)
-		}
-		fields[o.Name] = abiTyp(o.Type)
+	order := trigger.ResultNames(m.Outputs)
+	for i, o := range m.Outputs {
+		fields[order[i]] = abiTyp(o.Type)
 	}
-	return objectT(m.Name+" result", fields)
+	t := objectT(m.Name+" result", fields)
+	t.order = order
+	return t
 }
 
 // contractMethod resolves a contract and one of its functions.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
+	"github.com/rflow-dev/rflow/chain/gethtest"
 	"github.com/rflow-dev/rflow/jobs"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
@@ -98,4 +100,76 @@ func TestCrashBetweenReserveAndSettle(t *testing.T) {
 	eth := units.Ether()
 	require.Equal(t, []budgetRow{{Workflow: "pipeline", Name: "petty", Asset: "native", Cap: "4000000000", CapText: "4 gwei",
 		Window: "24h0m0s", Reserved: "0", Spent: bal.String(), Remaining: "0", Unit: &eth}}, rows, "spent is the value on chain")
+}
+
+const budgetRefusalProject = `
+name: budgets
+networks:
+  - { name: geth, chain_id: 1337, rpc: %q, confirmations: 1 }
+wallets:
+  - { name: ops, private_key: %q }
+workflows:
+  - name: pipeline
+    trigger: { manual: {} }
+    budgets: [{ name: petty, asset: native, cap: "3 gwei", window: 24h }]
+    steps:
+      - id: pay
+        send: { wallet: ops, to: %q, value: "${{ gwei(2) }}", budget: petty }
+`
+
+// TestCrashAfterARefusalReleasedTheBudget: geth takes a tip of at least
+// 1000 wei and suggests 1, so the first broadcast is refused with the
+// minimum stated. The refusal releases the send's reservation in the
+// transaction that records it, durably: `rflow start` is killed right
+// after, before the bytes re-signed at the minimum go out, and the
+// reservation is found released. After a restart the send confirms once
+// and is counted once: spent is the value on chain, nothing is left
+// reserved, and a second send the cap cannot fit is refused.
+func TestCrashAfterARefusalReleasedTheBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	node := gethtest.Start(t, gethtest.Options{Args: []string{"--http.api", "eth,net,web3,debug,txpool,admin,miner"}})
+	var ok bool
+	node.Call(&ok, "miner_setGasPrice", "0x3e8")
+	require.True(t, ok)
+	to := common.HexToAddress("0x00000000000000000000000000000000b0d6e7c5")
+	config := filepath.Join(t.TempDir(), "rflow.yaml")
+	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(budgetRefusalProject, node.URL, "0x"+anviltest.DevKeys[4], to.Hex())), 0o644))
+	dbURL := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	enqueueManual(t, pool, config, 1)
+	startRflow(t, dbURL, config, "relayer.before-resend-at-minimum").waitKilled(t, 60*time.Second)
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM rflow.budget_reservations`).Scan(&status))
+	require.Equal(t, "released", status, "the refusal released the reservation with its record")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM relayer.transactions`).Scan(&status))
+	require.Equal(t, "pending", status, "the send goes on")
+
+	p := startRflow(t, dbURL, config, "")
+	require.Eventually(t, func() bool {
+		runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 10})
+		require.NoError(t, err)
+		return len(runs) == 1 && runs[0].Status == store.RunCompleted
+	}, 90*time.Second, 100*time.Millisecond, "the send never confirmed; rflow:\n%s", p.out)
+	bal, err := node.Client().BalanceAt(ctx, to, nil)
+	require.NoError(t, err)
+	require.Equal(t, "2000000000", bal.String(), "one transaction")
+	enqueueManualKeys(t, pool, config, "over", 1)
+	require.Eventually(t, func() bool {
+		runs, err := store.ListRuns(ctx, pool, store.RunFilter{Limit: 10, Status: store.RunFailed})
+		require.NoError(t, err)
+		return len(runs) == 1 && strings.Contains(*runs[0].Error, "budget_exceeded: petty cap 3 gwei = 0.000000003 ETH (3000000000 wei), spent 0.000000002 ETH (2000000000 wei), reserved 0 ETH")
+	}, 60*time.Second, 100*time.Millisecond, "the cap counts the send once; rflow:\n%s", p.out)
+	p.stop(t)
+
+	out, errOut, code := rflowCmd(t, "--database-url", dbURL, "budgets", "ls", "-c", config, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var rows []budgetRow
+	require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+	require.Len(t, rows, 1)
+	require.Equal(t, "2000000000", rows[0].Spent, "spent is the value on chain")
+	require.Equal(t, "0", rows[0].Reserved)
 }

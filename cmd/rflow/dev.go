@@ -97,8 +97,10 @@ func dev(c *cli.Context) error {
 	default:
 		return usagef("--chain %q: use auto, simulated or anvil", b)
 	}
-	logger := viewLogger(c)
+	outage := &dbOutage{}
 	view := newDevView(c.App.Writer)
+	view.quiet = outage.quiet
+	logger := liveLogger(c, view, outage)
 	ctx := c.Context
 
 	// The port before anything else: taken, it is the one thing to fix.
@@ -130,6 +132,7 @@ func dev(c *cli.Context) error {
 	if err := ownEmbedded(db, src.name); err != nil {
 		return err
 	}
+	fatal := superviseDatabase(ctx, db, outage, view.say)
 
 	ch, err := startDevChain(ctx, c, view, logger)
 	if err != nil {
@@ -192,7 +195,8 @@ func dev(c *cli.Context) error {
 		view.printf("new dev chain: the previous session's chain is gone; its %d runs stay in history, %d in-flight runs were ended",
 			discarded.Runs, discarded.Ended)
 	}
-	ready, stopView := view.follow(ctx, db.Pool)
+	view.useProject(project)
+	ready, stopView := view.follow(ctx, db.Pool, panelTitle("rflow dev", project.Name))
 	defer stopView()
 	check := func(ctx context.Context, p *workflow.Project) error {
 		if err := checkNetworks(ctx, p, logger); err != nil {
@@ -201,7 +205,8 @@ func dev(c *cli.Context) error {
 		return checkInFlight(ctx, db.Pool, p)
 	}
 	gens := &devGenerations{
-		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, workers: c.Int("workers"),
+		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, loopbackLogin: loopback(ln), fatal: fatal,
+			workers:  c.Int("workers"),
 			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 			sessions: console.NewSessions(0)}, // a reload logs nobody out of the console
 		watch: newProjectWatch(dir, load, check, view),
@@ -209,7 +214,7 @@ func dev(c *cli.Context) error {
 		first: func(e *jobs.Engine) {
 			ready(e)
 			if ln != nil {
-				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint())
+				view.printf("console %s (%s)", consoleURL(ln.Addr().String()), token.hint(loopback(ln)))
 			}
 		},
 	}
@@ -248,12 +253,28 @@ func newDevToken(env string) devToken {
 
 // hint tells the developer what to log in with. A generated token is
 // printed: it lives only as long as this dev session and its local
-// database; a token of your own never is.
-func (t devToken) hint() string {
-	if t.generated {
-		return "log in with token " + t.value + "; set RFLOW_API_TOKEN to choose one"
+// database; a token of your own never is. On a loopback address a browser
+// on this machine needs no login; the API (and anyone else) still needs
+// the token.
+func (t devToken) hint(loopback bool) string {
+	what := "log in with"
+	if loopback {
+		what = "opens without a login on this machine; API"
 	}
-	return "log in with $RFLOW_API_TOKEN"
+	if t.generated {
+		return what + " token " + t.value + "; set RFLOW_API_TOKEN to choose one"
+	}
+	return what + " $RFLOW_API_TOKEN"
+}
+
+// loopback reports whether ln listens on a loopback address only (not on
+// every interface).
+func loopback(ln net.Listener) bool {
+	if ln == nil {
+		return false
+	}
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 // quickstartCopy is where rflow dev keeps its copy of the quickstart: in

@@ -27,6 +27,7 @@ import (
 	"github.com/rflow-dev/rflow/devchain"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
+	"github.com/rflow-dev/rflow/workflow"
 )
 
 // TestDevRunsQuickstart runs `rflow dev` as a child process on a fresh
@@ -115,7 +116,7 @@ func (s *syncBuffer) String() string {
 var (
 	bannerPostgres = regexp.MustCompile(`postgres  embedded, pid (\d+), data in (\S+)`)
 	bannerDatabase = regexp.MustCompile(`database  (postgres://\S+)`)
-	bannerConsole  = regexp.MustCompile(`console (http://\S+/ui/) \(log in with token (\w+);`)
+	bannerConsole  = regexp.MustCompile(`console (http://\S+/ui/) \((?:log in with|opens without a login on this machine; API) token (\w+);`)
 	bannerChain    = regexp.MustCompile(`chain     (\w+)(?: \(pid (\d+)\))?[^\n]*, chain id (\d+), (http://\S+)`)
 )
 
@@ -228,12 +229,12 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	require.Eventually(t, func() bool {
 		out := stdout.String()
 		return strings.Contains(out, "run="+id+" workflow=on-deposit claimed key=") &&
-			strings.Contains(out, "run="+id+" step=score completed") &&
+			strings.Contains(out, "run="+id+" workflow=on-deposit step=score completed") &&
 			strings.Contains(out, "run="+id+" workflow=on-deposit completed") &&
 			strings.Contains(out, `step=receipt completed`) && strings.Contains(out, "handled by run "+id)
 	}, 5*time.Second, 100*time.Millisecond, "the live view did not show run %s", id)
 
-	require.Contains(t, stdout.String(), "run="+id+" step=thank completed")
+	require.Contains(t, stdout.String(), "run="+id+" workflow=on-deposit step=thank completed")
 	// runs show's table names the send's transaction.
 	table, err := exec.Command(bin, "--database-url", dbURL[1], "runs", "show", id).Output()
 	require.NoError(t, err)
@@ -257,6 +258,26 @@ func testDev(t *testing.T, bin string, dc devCase) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, string(page), `data-step="score"`)
 	require.Contains(t, string(page), `data-step="thank"`)
+
+	// On its loopback address the console opens without a login for a
+	// browser on this machine; a page of another site resolving to it
+	// (DNS rebinding) is sent to the login, and the API still wants the
+	// token.
+	res, err = noFollow.Get(console[1])
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "a loopback browser logged in by itself")
+	require.Len(t, res.Cookies(), 1, "a session cookie for the next pages and River UI")
+	req, _ = http.NewRequest(http.MethodGet, console[1], nil)
+	req.Host = "rebound.example:80"
+	res, err = noFollow.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "another host name is not let in")
+	res, err = http.Get(strings.TrimSuffix(console[1], "/ui/") + "/v1/runs")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, res.StatusCode, "the API still needs the token")
 
 	// SIGTERM stops everything within 10 s.
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -416,8 +437,8 @@ func TestDevViewFormats(t *testing.T) {
 	v.runStatus(run)
 	require.Equal(t, strings.Join([]string{
 		"03:04:05.000 run=" + id.String() + " workflow=on-deposit claimed key=1337:0xabc:0",
-		"03:04:05.014 run=" + id.String() + ` step=score completed took=4ms notify="hello"`,
-		"03:04:05.014 run=" + id.String() + ` step=large failed error="` + boom + `"`,
+		"03:04:05.014 run=" + id.String() + ` workflow=on-deposit step=score completed took=4ms notify="hello"`,
+		"03:04:05.014 run=" + id.String() + ` workflow=on-deposit step=large failed error="` + boom + `"`,
 		"03:04:05.250 run=" + id.String() + " workflow=on-deposit completed took=250ms",
 	}, "\n")+"\n", plain.String())
 	require.NotContains(t, plain.String(), "\x1b[", "no escape codes off a terminal")
@@ -439,6 +460,55 @@ func TestDevViewFormats(t *testing.T) {
 	require.Contains(t, out, "✉")
 	require.Contains(t, out, "hello")
 	require.Equal(t, 5, strings.Count(out, "\n"))
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		require.Contains(t, l, "on-deposit", "every line names its workflow")
+		require.Contains(t, l, "7ec38c27", "every line names its run")
+	}
+}
+
+// Held and waiting runs say so, and until when; reorgs and on_reorg
+// responses are lines of the view.
+func TestDevViewHeldWaitingAndReorgs(t *testing.T) {
+	t.Parallel()
+	id := uuid.MustParse("01a22c94-2585-7a9f-98eb-7e207ec38c27")
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	wake := at.Add(5 * time.Second)
+	held := &store.Run{ID: id, Workflow: "saga", Status: store.RunThrottled, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	limited := &store.Run{ID: id, Workflow: "limited", Status: store.RunThrottled, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	delayed := &store.Run{ID: id, Workflow: "saga", Status: store.RunWaitingDelay, CreatedAt: at, UpdatedAt: at, WakeAt: &wake}
+	resp := &store.Response{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000002"), RunID: id, ForkBlock: 41, DecideAt: 43,
+		Status: store.RunPending, UpdatedAt: at}
+	p := &workflow.Project{
+		Networks:  []*workflow.Network{{Name: "local", ChainID: 31337}},
+		Workflows: []*workflow.Workflow{{Name: "saga", Throttle: &workflow.Throttle{Max: 1, Per: time.Minute}}, {Name: "limited", RateLimit: &workflow.RateLimit{Max: 1, Per: time.Minute}}},
+	}
+	show := func(v *devView) {
+		v.useProject(p)
+		v.held(held)
+		v.held(limited)
+		v.runStatus(delayed)
+		v.reorg(store.ReorgEvent{ChainID: 31337, ForkBlock: 41, Depth: 2, OrphanedRuns: 1, DetectedAt: at})
+		v.response(held, resp)
+	}
+	var plain bytes.Buffer
+	show(newDevView(&plain))
+	require.Equal(t, strings.Join([]string{
+		"03:04:05.000 run=" + id.String() + ` workflow=saga throttled guard="throttled" until=2026-01-02T03:04:10Z`,
+		"03:04:05.000 run=" + id.String() + ` workflow=limited throttled guard="rate-limited" until=2026-01-02T03:04:10Z`,
+		"03:04:05.000 run=" + id.String() + " workflow=saga waiting_delay until=2026-01-02T03:04:10Z",
+		"03:04:05.000 reorg network=local chain_id=31337 fork_block=41 depth=2 orphaned_runs=1",
+		"03:04:05.000 run=" + id.String() + " workflow=saga on_reorg=" + resp.ID.String() + " status=pending fork_block=41 decide_at=43",
+	}, "\n")+"\n", plain.String())
+
+	var tidy bytes.Buffer
+	show(&devView{w: &tidy, tty: true})
+	out := regexp.MustCompile("\x1b\\[[0-9;]*[a-zA-Z]").ReplaceAllString(tidy.String(), "")
+	wakeLocal := wake.Local().Format("15:04:05")
+	require.Contains(t, out, "⏸ throttled until "+wakeLocal)
+	require.Contains(t, out, "⏸ rate-limited until "+wakeLocal)
+	require.Contains(t, out, "⏸ waiting: delay until "+wakeLocal)
+	require.Contains(t, out, "⚠ reorg on local at block 41: 2 block(s) replaced, 1 run(s) orphaned")
+	require.Contains(t, out, "orphaned by the reorg at block 41; on_reorg decides at block 43")
 }
 
 // TestDevViewApprovalHint: a pending approval is shown with its summary and
@@ -448,12 +518,13 @@ func TestDevViewApprovalHint(t *testing.T) {
 	ap := &store.Approval{ID: uuid.MustParse("01a22c94-2585-7a9f-98eb-7e2000000001"), RunID: uuid.New(), StepKey: "pay",
 		Summary:   []byte(`{"network":"local","wallet":"ops","to":"0x000000000000000000000000000000000000dEaD","value":"7"}`),
 		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	run := &store.Run{ID: ap.RunID, Workflow: "payout"}
 	var plain bytes.Buffer
-	newDevView(&plain).approvalWaiting(ap)
+	newDevView(&plain).approvalWaiting(run, ap)
 	require.Contains(t, plain.String(), `approve="rflow approve 00000001"`)
 	require.Contains(t, plain.String(), `summary="send 0.000000000000000007 ETH (7 wei) to 0x000000000000000000000000000000000000dEaD from ops on local"`)
 	var tidy bytes.Buffer
-	(&devView{w: &tidy, tty: true}).approvalWaiting(ap)
+	(&devView{w: &tidy, tty: true}).approvalWaiting(run, ap)
 	require.Contains(t, tidy.String(), "rflow approve 00000001 | reject: rflow reject 00000001 --reason R")
 }
 
@@ -474,4 +545,22 @@ func TestDevUsageErrors(t *testing.T) {
 		require.Equal(t, exitUsage, run(append([]string{"rflow"}, tc.args...), &out, &errOut), "%v", tc.args)
 		require.Contains(t, errOut.String(), tc.want, "%v", tc.args)
 	}
+}
+
+// Only a loopback address opens the dev console without a login: bound to
+// every interface it asks for the token, from this machine too.
+func TestDevLoopbackLoginOnlyOnLoopback(t *testing.T) {
+	t.Parallel()
+	local, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer local.Close()
+	all, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	defer all.Close()
+	require.True(t, loopback(local))
+	require.False(t, loopback(all), "every interface is not loopback")
+	require.False(t, loopback(nil))
+	tok := devToken{value: "abc", generated: true}
+	require.Equal(t, "opens without a login on this machine; API token abc; set RFLOW_API_TOKEN to choose one", tok.hint(true))
+	require.Equal(t, "log in with token abc; set RFLOW_API_TOKEN to choose one", tok.hint(false))
 }

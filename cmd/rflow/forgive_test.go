@@ -125,6 +125,7 @@ func TestDidYouMean(t *testing.T) {
 	}{
 		{[]string{"strat"}, `did you mean "start"?`},
 		{[]string{"valdiate"}, `did you mean "validate"?`},
+		{[]string{"stauts"}, `did you mean "status"?`},
 		{[]string{"workflow", "ls"}, `did you mean "workflows"?`},
 		{[]string{"runs", "lsit"}, `runs: unknown command "lsit": did you mean "list"?`},
 		{[]string{"runs", "retyr", "x"}, `did you mean "retry"?`},

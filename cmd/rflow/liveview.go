@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +31,19 @@ type devView struct {
 	mu  sync.Mutex
 	w   io.Writer
 	tty bool
+	// quiet, when set, says the view's own database errors are not worth
+	// a line now (the embedded database is down, and said so).
+	quiet func() bool
+
+	// guards names how each workflow holds runs back ("throttled",
+	// "rate-limited"), networks each chain id's network: from the project.
+	guards   map[string]string
+	networks map[int64]string
+
+	// panel is the status panel a terminal shows below the lines
+	// (liveview_panel.go); drawn is how many of its lines are on screen.
+	panel []string
+	drawn int
 
 	// notes holds notifications the local endpoint received, by the
 	// request's Idempotency-Key (<run id>:<step key>), until the step's line
@@ -48,6 +60,48 @@ func newDevView(w io.Writer) *devView {
 	return &devView{w: w, tty: isTerminal(w)}
 }
 
+// useProject tells the view the project it shows: the names of its
+// networks and how each workflow's guards hold runs back.
+func (v *devView) useProject(p *workflow.Project) {
+	guards, networks := map[string]string{}, map[int64]string{}
+	for _, wf := range p.Workflows {
+		switch {
+		case wf.Throttle != nil:
+			guards[wf.Name] = "throttled"
+		case wf.RateLimit != nil:
+			guards[wf.Name] = "rate-limited"
+		case wf.Concurrency != nil:
+			guards[wf.Name] = "held by its concurrency limit"
+		}
+	}
+	for _, n := range p.Networks {
+		networks[int64(n.ChainID)] = n.Name
+	}
+	v.mu.Lock()
+	v.guards, v.networks = guards, networks
+	v.mu.Unlock()
+}
+
+// heldWord says how workflow's guards hold a throttled run back.
+func (v *devView) heldWord(workflow string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if w := v.guards[workflow]; w != "" {
+		return w
+	}
+	return "throttled"
+}
+
+// networkName names chain id's network (or says its chain id).
+func (v *devView) networkName(chainID int64) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if n := v.networks[chainID]; n != "" {
+		return n
+	}
+	return fmt.Sprintf("chain %d", chainID)
+}
+
 const (
 	ansiReset = "\x1b[0m"
 	ansiDim   = "\x1b[2m"
@@ -60,7 +114,7 @@ const (
 
 // color wraps s in an ANSI color on a terminal (unless NO_COLOR is set).
 func (v *devView) color(code, s string) string {
-	if !v.tty || os.Getenv("NO_COLOR") != "" {
+	if !v.tty || os.Getenv("NO_COLOR") != "" || s == "" {
 		return s
 	}
 	return code + s + ansiReset
@@ -69,7 +123,16 @@ func (v *devView) color(code, s string) string {
 func (v *devView) printf(format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	fmt.Fprintf(v.w, format+"\n", args...)
+	v.erasePanel()
+	// A line's last field may be empty (no error, no duration).
+	fmt.Fprintln(v.w, strings.TrimRight(fmt.Sprintf(format, args...), " "))
+	v.drawPanel()
+}
+
+// say prints one line of the view's own (a database outage, say), stamped
+// now.
+func (v *devView) say(s string) {
+	v.printf("%s %s", v.stamp(time.Now()), s)
 }
 
 func (v *devView) stamp(t time.Time) string {
@@ -119,15 +182,17 @@ func httpLine(b *strings.Builder, http net.Listener) {
 	}
 }
 
-// follow returns the engine's ready hook, which starts the view on pool,
-// and a stop that ends the view and waits for it. When ctx ends (the first
-// Ctrl-C) the view says the engine is stopping.
-func (v *devView) follow(ctx context.Context, pool *pgxpool.Pool) (ready func(*jobs.Engine), stop func()) {
+// follow returns the engine's ready hook, which starts the view on pool
+// (and on a terminal its status panel, headed title), and a stop that ends
+// the view and waits for it. When ctx ends (the first Ctrl-C) the view
+// says the engine is stopping.
+func (v *devView) follow(ctx context.Context, pool *pgxpool.Pool, title string) (ready func(*jobs.Engine), stop func()) {
 	started := time.Now()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	ready = func(e *jobs.Engine) {
-		wg.Add(1)
+		wg.Add(2)
+		go func() { defer wg.Done(); v.runPanel(watchCtx, pool, title) }()
 		go func() {
 			defer wg.Done()
 			v.watch(watchCtx, pool, e.Namespace(), started)
@@ -208,17 +273,28 @@ func short(s string, n int) string {
 type watchedRun struct {
 	status store.RunStatus
 	steps  map[string]store.StepStatus // step key → last printed status
+	// responses are its on_reorg responses' last printed statuses.
+	responses map[uuid.UUID]store.RunStatus
 }
 
 // watch polls the journal every 300ms and prints what changed, until ctx
-// ends. Only runs claimed since the view started are shown.
+// ends. Only runs claimed since the view started are shown, and reorgs
+// recorded since.
 func (v *devView) watch(ctx context.Context, pool *pgxpool.Pool, ns store.Namespace, since time.Time) {
 	seen := map[uuid.UUID]*watchedRun{}
+	lastReorg, err := store.LatestReorgID(ctx, pool)
+	if err != nil && ctx.Err() == nil {
+		v.say(fmt.Sprintf("live view: %v", err))
+	}
 	t := time.NewTicker(300 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if err := v.poll(ctx, pool, ns, since, seen); err != nil && ctx.Err() == nil {
-			v.printf("%s live view: %v", v.stamp(time.Now()), err)
+		err := v.pollReorgs(ctx, pool, &lastReorg)
+		if err == nil {
+			err = v.poll(ctx, pool, ns, since, seen)
+		}
+		if err != nil && ctx.Err() == nil && (v.quiet == nil || !v.quiet()) {
+			v.say(fmt.Sprintf("live view: %v", err))
 		}
 		select {
 		case <-ctx.Done():
@@ -240,42 +316,18 @@ func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, ns store.Namespa
 			if r.CreatedAt.Before(since.Add(-time.Second)) {
 				continue
 			}
-			w = &watchedRun{steps: map[string]store.StepStatus{}}
+			w = &watchedRun{steps: map[string]store.StepStatus{}, responses: map[uuid.UUID]store.RunStatus{}}
 			seen[r.ID] = w
 			v.claimed(r)
+		}
+		if err := v.pollResponses(ctx, pool, r, w); err != nil {
+			return err
 		}
 		if w.status.Terminal() {
 			continue
 		}
-		steps, err := store.RunSteps(ctx, pool, r.ID)
-		if err != nil {
+		if err := v.pollRun(ctx, pool, r, w); err != nil {
 			return err
-		}
-		var changed []*store.StepRun
-		for _, s := range steps {
-			if w.steps[s.Key] != s.Status && settledStep(s.Status) {
-				w.steps[s.Key] = s.Status
-				changed = append(changed, s)
-			}
-		}
-		slices.SortStableFunc(changed, func(a, b *store.StepRun) int { return stepTime(a).Compare(stepTime(b)) })
-		for _, s := range changed {
-			v.step(r, s)
-		}
-		if r.Status != w.status {
-			w.status = r.Status
-			if r.Status.Terminal() || r.Status.Waiting() {
-				v.runStatus(r)
-			}
-			if r.Status == store.RunWaitingApproval {
-				aps, err := store.ListApprovals(ctx, pool, store.ApprovalFilter{RunID: r.ID, Status: store.ApprovalPending})
-				if err != nil {
-					return err
-				}
-				for _, a := range aps {
-					v.approvalWaiting(a)
-				}
-			}
 		}
 	}
 	// Forget finished runs that fell out of the window.
@@ -289,6 +341,46 @@ func (v *devView) poll(ctx context.Context, pool *pgxpool.Pool, ns store.Namespa
 				delete(seen, id)
 			}
 		}
+	}
+	return nil
+}
+
+// pollRun prints what changed in one run's journal and status.
+func (v *devView) pollRun(ctx context.Context, pool *pgxpool.Pool, r *store.Run, w *watchedRun) error {
+	steps, err := store.RunSteps(ctx, pool, r.ID)
+	if err != nil {
+		return err
+	}
+	var changed []*store.StepRun
+	for _, s := range steps {
+		if w.steps[s.Key] != s.Status && settledStep(s.Status) {
+			w.steps[s.Key] = s.Status
+			changed = append(changed, s)
+		}
+	}
+	slices.SortStableFunc(changed, func(a, b *store.StepRun) int { return stepTime(a).Compare(stepTime(b)) })
+	for _, s := range changed {
+		v.step(r, s)
+	}
+	if r.Status == w.status {
+		return nil
+	}
+	w.status = r.Status
+	switch {
+	case r.Status == store.RunThrottled:
+		v.held(r)
+	case r.Status.Terminal() || r.Status.Waiting():
+		v.runStatus(r)
+	}
+	if r.Status != store.RunWaitingApproval {
+		return nil
+	}
+	aps, err := store.ListApprovals(ctx, pool, store.ApprovalFilter{RunID: r.ID, Status: store.ApprovalPending})
+	if err != nil {
+		return err
+	}
+	for _, a := range aps {
+		v.approvalWaiting(r, a)
 	}
 	return nil
 }
@@ -310,126 +402,4 @@ func settledStep(status store.StepStatus) bool {
 		return true
 	}
 	return false
-}
-
-func (v *devView) claimed(r *store.Run) {
-	if v.tty {
-		v.printf("%s %s %s %s  claimed  %s", v.stamp(r.CreatedAt), v.color(ansiCyan, "▸"), v.color(ansiBold, r.Workflow),
-			v.color(ansiDim, shortID(r.ID)), v.color(ansiDim, short(r.TriggerKey, 40)))
-		return
-	}
-	v.printf("%s run=%s workflow=%s claimed key=%s", v.stamp(r.CreatedAt), r.ID, r.Workflow, r.TriggerKey)
-}
-
-func (v *devView) step(r *store.Run, s *store.StepRun) {
-	at := stepTime(s)
-	took := ""
-	if s.StartedAt != nil && s.FinishedAt != nil {
-		took = s.FinishedAt.Sub(*s.StartedAt).Round(time.Millisecond).String()
-	}
-	errText := ""
-	if s.Error != nil {
-		errText = oneLine(*s.Error, 80)
-	}
-	if v.tty {
-		mark := map[store.StepStatus]string{
-			store.StepCompleted: v.color(ansiGreen, "✓"), store.StepFailed: v.color(ansiRed, "✗"),
-			store.StepSkipped: v.color(ansiDim, "↷"), store.StepRetrying: v.color(ansiYell, "↻"),
-			store.StepWaiting: v.color(ansiYell, "…"), store.StepCancelled: v.color(ansiDim, "⊘"),
-		}[s.Status]
-		detail := took
-		if s.Status != store.StepCompleted {
-			detail = strings.TrimSpace(string(s.Status) + " " + errText)
-		}
-		if hash := sentHash(s); hash != "" {
-			detail = strings.TrimSpace(detail + " tx " + short(hash, 12) + " " + s.SentValue())
-		}
-		v.printf("%s     %s %-12s %s", v.stamp(at), mark, s.Key, v.color(ansiDim, detail))
-		for _, n := range v.takeNotes(r.ID, s.Key) {
-			v.printf("%s       %s %s", v.stamp(at), v.color(ansiYell, "✉"), n)
-		}
-		return
-	}
-	line := plainLine(fmt.Sprintf("%s run=%s step=%s %s", v.stamp(at), r.ID, s.Key, s.Status), took, errText)
-	if hash := sentHash(s); hash != "" {
-		line += " tx=" + hash
-		if value := s.SentValue(); value != "" {
-			line += fmt.Sprintf(" value=%q", value)
-		}
-	}
-	for _, n := range v.takeNotes(r.ID, s.Key) {
-		line += fmt.Sprintf(" notify=%q", n)
-	}
-	v.printf("%s", line)
-}
-
-// sentHash is the transaction hash a send step's output records (empty for
-// other steps, and for a send not yet mined).
-func sentHash(s *store.StepRun) string {
-	if len(s.Output) == 0 {
-		return ""
-	}
-	var out struct {
-		Hash string `json:"hash"`
-	}
-	if json.Unmarshal(s.Output, &out) != nil {
-		return ""
-	}
-	return out.Hash
-}
-
-func (v *devView) runStatus(r *store.Run) {
-	at := r.UpdatedAt
-	took := ""
-	if r.FinishedAt != nil {
-		at = *r.FinishedAt
-		took = r.FinishedAt.Sub(r.CreatedAt).Round(time.Millisecond).String()
-	}
-	errText := ""
-	if r.Error != nil {
-		errText = oneLine(*r.Error, 80)
-	}
-	if v.tty {
-		mark, word := v.color(ansiYell, "…"), string(r.Status)
-		switch r.Status {
-		case store.RunCompleted:
-			mark, word = v.color(ansiGreen, "✓"), v.color(ansiGreen, "completed")
-		case store.RunFailed:
-			mark, word = v.color(ansiRed, "✗"), v.color(ansiRed, "failed")
-		case store.RunCancelled:
-			mark = v.color(ansiDim, "⊘")
-		}
-		detail := strings.TrimSpace(took + " " + errText)
-		if took != "" {
-			detail = "in " + detail
-		}
-		v.printf("%s %s %s %s  %s %s", v.stamp(at), mark, v.color(ansiBold, r.Workflow), v.color(ansiDim, shortID(r.ID)),
-			word, v.color(ansiDim, detail))
-		return
-	}
-	v.printf("%s", plainLine(fmt.Sprintf("%s run=%s workflow=%s %s", v.stamp(at), r.ID, r.Workflow, r.Status), took, errText))
-}
-
-// plainLine appends the duration and error of a key=value line.
-func plainLine(line, took, errText string) string {
-	if took != "" {
-		line += " took=" + took
-	}
-	if errText != "" {
-		line += fmt.Sprintf(" error=%q", errText)
-	}
-	return line
-}
-
-// approvalWaiting says what a pending approval would send and how to
-// decide it.
-func (v *devView) approvalWaiting(a *store.Approval) {
-	short := store.ShortID(a.ID)
-	if v.tty {
-		v.printf("%s       %s %s  approve: rflow approve %s | reject: rflow reject %s --reason R",
-			v.stamp(a.CreatedAt), v.color(ansiYell, "?"), oneLine(summaryLine(a), 80), short, short)
-		return
-	}
-	v.printf("%s run=%s step=%s approval=%s pending summary=%q approve=%q reject=%q", v.stamp(a.CreatedAt), a.RunID, a.StepKey,
-		a.ID, summaryLine(a), "rflow approve "+short, "rflow reject "+short+" --reason R")
 }

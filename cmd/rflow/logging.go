@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/rflow-dev/rflow/redact"
 )
@@ -60,11 +61,50 @@ func newLogger(c *cli.Context) *slog.Logger {
 
 // viewLogger is the logger beside a live view: warnings and errors only,
 // unless --log-level is given, so the view stays readable.
-func viewLogger(c *cli.Context) *slog.Logger {
+func viewLogger(c *cli.Context, w io.Writer) *slog.Logger {
+	level := slog.LevelWarn
 	if c.IsSet("log-level") {
-		return newLogger(c)
+		_ = level.UnmarshalText([]byte(c.String("log-level"))) // checked by checkLogFlags
 	}
-	return logger(c.App.ErrWriter, c.String("log-format"), slog.LevelWarn)
+	return logger(w, c.String("log-format"), level)
+}
+
+// liveLogger is the logger beside a live view: viewLogger's, writing above
+// the view's status panel, muted during a database outage, and without the
+// warnings the view prints as lines of its own (reorgs, on_reorg).
+func liveLogger(c *cli.Context, v *devView, o *dbOutage) *slog.Logger {
+	l := viewLogger(c, v.logWriter(c.App.ErrWriter))
+	return slog.New(o.handler(shownHandler{next: l.Handler()}))
+}
+
+// shownByView are the messages of warnings the live view shows as lines
+// of its own (liveview_reorg.go), from the reorg's record in the database.
+var shownByView = map[string]bool{
+	"reorg": true,
+	"orphaned run stopped; on_reorg response started":                                               true,
+	"orphaned log re-included after its reorg was decided; the stopped run goes on":                 true,
+	"orphaned log re-included after its reorg was decided; the stopped run is not resumed":          true,
+	"orphaned log re-included after its reorg was decided; the run had finished and stays as it is": true,
+}
+
+// shownHandler drops the records the live view shows itself.
+type shownHandler struct{ next slog.Handler }
+
+func (h shownHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h shownHandler) Handle(ctx context.Context, r slog.Record) error {
+	if shownByView[r.Message] {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h shownHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return shownHandler{next: h.next.WithAttrs(as)}
+}
+
+func (h shownHandler) WithGroup(name string) slog.Handler {
+	return shownHandler{next: h.next.WithGroup(name)}
 }
 
 func logger(w io.Writer, format string, level slog.Level) *slog.Logger {
@@ -84,13 +124,13 @@ func liveViewWanted(c *cli.Context) bool {
 	return c.String("log-format") == "" && isTerminal(c.App.Writer)
 }
 
+// isTerminal reports whether w is a terminal. Being a character device is
+// not enough: /dev/null is one, and `rflow start >/dev/null` (a service
+// manager's default) ran the live view, whose poll reads the journal of
+// every unfinished run among the newest 100 three times a second.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
 }
 
 // quietRiver moves River's own info lines ("River client started", its

@@ -125,6 +125,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			startCommand(),
 			runCommand(),
 			runsCommand(),
+			statusCommand(),
 			approvalsCommand(),
 			approveCommand(),
 			rejectCommand(),

@@ -111,7 +111,7 @@ func replay(c *cli.Context) error {
 	}
 	// Warnings and errors only (unless --log-level): the progress is the
 	// replay's output.
-	logger := viewLogger(c)
+	logger := viewLogger(c, c.App.ErrWriter)
 	db, err := openMigrated(c, project.Name, logger)
 	if err != nil {
 		return err

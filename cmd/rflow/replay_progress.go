@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -33,8 +34,7 @@ func newReplayProgress(c *cli.Context, blocks int64) *replayProgress {
 		p.bar = progressbar.NewOptions64(blocks,
 			progressbar.OptionSetWriter(c.App.ErrWriter),
 			progressbar.OptionSetDescription("replay: reading blocks"),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("blocks"),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionFullWidth(), progressbar.OptionShowDescriptionAtLineEnd())
 	}
 	return p
@@ -45,17 +45,19 @@ func newReplayProgress(c *cli.Context, blocks int64) *replayProgress {
 func (p *replayProgress) read(r chain.ReplayProgress) {
 	blocks := r.Blocks * p.total / max(1, r.Total)
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("logs %d, runs %d", r.Logs, r.Runs))
+		p.bar.Describe(strings.TrimSuffix(fmt.Sprintf("logs %d, runs %d, %s", r.Logs, r.Runs, rateText(blocks, time.Since(p.start), "blocks")), ", "))
 		_ = p.bar.Set64(blocks)
 		return
 	}
 	if now := time.Now(); now.Sub(p.last) >= plainEvery || r.Blocks == r.Total {
 		p.last = now
-		el := now.Sub(p.start).Seconds()
-		rate := float64(blocks) / max(el, 1e-3)
-		eta := time.Duration(float64(p.total-blocks)/max(rate, 1e-9)) * time.Second
-		fmt.Fprintf(p.w, "replay: blocks %d/%d (%d%%), logs %d, runs %d, %.0f blocks/s, eta %s\n",
-			blocks, p.total, blocks*100/max(1, p.total), r.Logs, r.Runs, rate, eta.Round(time.Second))
+		line := fmt.Sprintf("replay: blocks %d/%d (%d%%), logs %d, runs %d", blocks, p.total, blocks*100/max(1, p.total), r.Logs, r.Runs)
+		el := now.Sub(p.start)
+		if rate := rateText(blocks, el, "blocks"); rate != "" && blocks < p.total {
+			eta := time.Duration(float64(p.total-blocks) / (float64(blocks) / el.Seconds()) * float64(time.Second))
+			line += fmt.Sprintf(", %s, eta %s", rate, eta.Round(time.Second))
+		}
+		fmt.Fprintln(p.w, line)
 	}
 }
 
@@ -68,7 +70,7 @@ func (p *replayProgress) settling(settled, claimed int64) {
 			fmt.Fprintln(p.w)
 			p.bar = progressbar.NewOptions64(claimed, progressbar.OptionSetWriter(p.w),
 				progressbar.OptionSetDescription("replay: runs settled"), progressbar.OptionShowCount(),
-				progressbar.OptionShowIts(), progressbar.OptionSetItsString("runs"), progressbar.OptionSetPredictTime(true),
+				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionFullWidth())
 		}
 		p.last = time.Time{}
@@ -81,6 +83,24 @@ func (p *replayProgress) settling(settled, claimed int64) {
 		p.last, p.settledShown = now, settled
 		fmt.Fprintf(p.w, "replay: runs settled %d/%d\n", settled, claimed)
 	}
+}
+
+// rateMinElapsed is how long a phase must have run before its rate means
+// anything: a replay that finished at once read its range in no time,
+// which is no rate ("9626955 runs/s").
+const rateMinElapsed = time.Second
+
+// rateText is n units over elapsed as people read it ("120 blocks/s",
+// "3.5 runs/s"), or "" before rateMinElapsed.
+func rateText(n int64, elapsed time.Duration, unit string) string {
+	if elapsed < rateMinElapsed || n <= 0 {
+		return ""
+	}
+	r := float64(n) / elapsed.Seconds()
+	if r < 10 {
+		return fmt.Sprintf("%.1f %s/s", r, unit)
+	}
+	return fmt.Sprintf("%.0f %s/s", r, unit)
 }
 
 // done ends the bar.

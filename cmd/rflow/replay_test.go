@@ -253,7 +253,8 @@ func TestReplayBesideLiveStart(t *testing.T) {
 		require.NoError(t, err, "%s", tty)
 		require.Contains(t, string(tty), "logs 4, runs 4")
 		require.Contains(t, string(tty), "100%")
-		require.Contains(t, string(tty), "blocks/s")
+		// A replay this small ends at once: no rate of millions a second.
+		require.NotRegexp(t, `\d{5,}(\.\d+)? (blocks|runs|it)/s`, string(tty))
 		require.NotContains(t, string(tty), "replay: blocks ", "no plain lines on a terminal")
 		require.Contains(t, string(tty), "replay tty done: ")
 	}

@@ -54,7 +54,9 @@ func runsCommand() *cli.Command {
 			},
 			{
 				Name: "cancel", Usage: "cancel a run that has not finished", ArgsUsage: "<run-id>",
-				Flags: []cli.Flag{configFlag(), outputFlag()}, Action: runsCancel,
+				Flags: []cli.Flag{configFlag(), outputFlag(),
+					&cli.StringFlag{Name: "reason", Usage: "why: kept with the run, shown by runs show (cancel_reason in -o json)"}},
+				Action: runsCancel,
 			},
 			runsPruneCommand(),
 		},
@@ -261,6 +263,9 @@ func runsShow(c *cli.Context) error {
 		fmt.Fprintf(out, "waiting   throttle/rate_limit window, next try at %s\n", run.WakeAt.UTC().Format(time.RFC3339))
 	}
 	printRunNotes(out, run)
+	if run.CancelReason != nil {
+		fmt.Fprintf(out, "reason    %s\n", *run.CancelReason)
+	}
 	printRepairs(out, d.Repairs)
 	if run.Error != nil {
 		fmt.Fprintf(out, "error     %s\n", *run.Error)
@@ -312,8 +317,13 @@ func runsRetry(c *cli.Context) error {
 // runsCancel is effect-idempotent: cancelling a cancelled run prints it as
 // it is and exits 0.
 func runsCancel(c *cli.Context) error {
+	reason := strings.TrimSpace(c.String("reason"))
 	return mutateRun(c, "cancelled", false, func(ctx context.Context, _ *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
-		return jobs.CancelRun(ctx, tx, id)
+		run, err := jobs.CancelRun(ctx, tx, id)
+		if err != nil || reason == "" {
+			return run, err
+		}
+		return store.NoteCancelReason(ctx, tx, id, reason)
 	})
 }
 
@@ -375,14 +385,28 @@ func mutateRun(c *cli.Context, verb string, withEngine bool, fn func(context.Con
 // which the running `rflow start` then works. The project is loaded without
 // its secrets (an unset ${VAR} is left out), because such an engine signs
 // and calls nothing.
+//
+// Without the project file (another machine, a deleted checkout) the
+// project is the one last deployed to the database (deployedProject).
 func openOperatorEngine(c *cli.Context) (*jobs.Engine, *database, error) {
-	project, err := loadProjectWith(c, workflow.LoadOptions{AllowUnsetEnv: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := openExisting(c, project.Name, newLogger(c))
-	if err != nil {
-		return nil, nil, err
+	var project *workflow.Project
+	var db *database
+	var err error
+	if missing := projectFileMissing(c); missing != nil {
+		if db, err = openExisting(c, projectName(c), newLogger(c)); err != nil {
+			return nil, nil, err
+		}
+		if project, err = deployedProject(c, db, missing); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+	} else {
+		if project, err = loadProjectWith(c, workflow.LoadOptions{AllowUnsetEnv: true}); err != nil {
+			return nil, nil, err
+		}
+		if db, err = openExisting(c, project.Name, newLogger(c)); err != nil {
+			return nil, nil, err
+		}
 	}
 	ns, err := readNamespace(c.Context, db.Pool, project.Name)
 	if err != nil {

@@ -56,9 +56,13 @@ func startCommand() *cli.Command {
 				return err
 			}
 			watching := liveViewWanted(c)
-			logger := newLogger(c)
+			outage := &dbOutage{}
+			logger := slog.New(outage.handler(newLogger(c).Handler()))
+			var view *devView
 			if watching {
-				logger = viewLogger(c)
+				view = newDevView(c.App.Writer)
+				view.quiet = outage.quiet
+				logger = liveLogger(c, view, outage)
 			}
 			project, err := loadProject(c)
 			if err != nil {
@@ -102,11 +106,16 @@ func startCommand() *cli.Command {
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 				proxies: proxies, metricsListener: metricsLn,
 			}
+			say := func(s string) { fmt.Fprintln(c.App.ErrWriter, "rflow: "+s) }
 			if watching {
-				view := newDevView(c.App.Writer)
+				say = view.say
+			}
+			o.fatal = superviseDatabase(c.Context, db, outage, say)
+			if watching {
 				view.startBanner(project, db, ln)
+				view.useProject(project)
 				var stop func()
-				o.ready, stop = view.follow(c.Context, db.Pool)
+				o.ready, stop = view.follow(c.Context, db.Pool, panelTitle("rflow start", project.Name))
 				defer stop()
 			} else if db.Embedded != nil {
 				fmt.Fprintf(c.App.ErrWriter, "rflow: embedded postgres, data in %s (for production, set --database-url / DATABASE_URL)\n"+
@@ -176,6 +185,9 @@ type engineOptions struct {
 	// apiToken is the command API's and the console's full-access token
 	// (RFLOW_API_TOKEN); the project's api: tokens: add scoped ones.
 	apiToken string
+	// loopbackLogin opens the console without a login to a browser on
+	// this machine (rflow dev on a loopback address only).
+	loopbackLogin bool
 	// proxies are the --trusted-proxy reverse proxies.
 	proxies *access.Proxies
 	// metricsListener serves /metrics alone (--metrics-addr); nil serves
@@ -204,6 +216,9 @@ type engineOptions struct {
 	// deploy, when set, replaces the start-up sync (SyncWorkflows): a
 	// reload of rflow dev deploys its file on purpose, rollbacks included.
 	deploy func(ctx context.Context, e *jobs.Engine) error
+	// fatal ends the engine at once with the error it receives: the
+	// embedded database is gone for good (superviseDatabase).
+	fatal <-chan error
 	// readyStall is how long a chain task (a network's head, a trigger, a
 	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
@@ -212,6 +227,14 @@ type engineOptions struct {
 	observer   jobs.Observer
 	tracer     trace.TracerProvider
 	middleware []rivertype.Middleware
+}
+
+// console is the console URL o serves ("" without --http).
+func (o engineOptions) console() string {
+	if o.listener == nil {
+		return ""
+	}
+	return consoleURL(o.listener.Addr().String())
 }
 
 // defaultReadyStall is --ready-stall's default: several poll intervals and
@@ -240,6 +263,9 @@ func deployProject(ctx context.Context, o engineOptions, backends map[uint64]rel
 		return nil, err
 	}
 	logSync(o.logger, synced, o.configPath)
+	if err := saveSources(ctx, o.db.Pool, o.project); err != nil {
+		return nil, err
+	}
 	return engine, nil
 }
 
@@ -258,7 +284,7 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	return jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Namespace: ns, Logger: o.logger, Backends: backends,
 		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
-		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware,
+		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware, Console: o.console(),
 	})
 }
 
@@ -355,7 +381,7 @@ func runEngine(ctx context.Context, o engineOptions) error {
 			APIToken: o.apiToken, Tokens: o.project.APITokens, Proxies: o.proxies, BodyLimit: o.bodyLimit,
 			ClientTTL: idem.ClientRetention, AutoTTL: idem.DeterministicRetention,
 			River: engine.Client(), Networks: o.project.Networks, Metrics: metricsOnMain, ReadyStall: o.readyStall, Watch: chainWatch(engine),
-			ConsoleSessions: o.sessions})
+			ConsoleSessions: o.sessions, LoopbackLogin: o.loopbackLogin})
 		if err != nil {
 			_ = engine.Stop(context.Background())
 			return err
@@ -382,7 +408,18 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	}
 	o.logger.Info("rflow started", "project", o.project.Name, "workflows", len(o.project.Workflows), "workers_only", o.workersOnly, "standby", o.standby)
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-o.fatal:
+		// Nothing can reach its journal without the database: no drain.
+		stopTriggers()
+		wg.Wait()
+		stopWork()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = engine.Stop(sctx)
+		return err
+	}
 	stopTriggers()
 	wg.Wait()
 	return drain(o, engine, stopWork)

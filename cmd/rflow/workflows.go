@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -63,7 +64,8 @@ func workflowsCommand() *cli.Command {
 			},
 			{
 				Name: "pause", Usage: "stop starting runs (claims still pass the gate and wait)", ArgsUsage: "<workflow>",
-				Flags: []cli.Flag{configFlag()},
+				Flags: []cli.Flag{configFlag(), &cli.StringFlag{Name: "reason",
+					Usage: "why: shown by workflows ls (paused_reason in -o json); a paused workflow keeps its first reason"}},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return usagef("%s takes exactly one workflow name", commandPath(c))
@@ -77,7 +79,7 @@ func workflowsCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					if err := store.SetWorkflowPaused(c.Context, db.Pool, ns.Qualify(c.Args().First()), true); err != nil {
+					if err := store.PauseWorkflow(c.Context, db.Pool, ns.Qualify(c.Args().First()), strings.TrimSpace(c.String("reason"))); err != nil {
 						return notFound(err)
 					}
 					fmt.Fprintf(c.App.Writer, "workflow %s paused\n", c.Args().First())
@@ -143,7 +145,10 @@ func deployCommand() *cli.Command {
 				// The whole file deployed: what it no longer has is retired.
 				retired, err := e.RetireMissing(c.Context, tx)
 				out = append(out, retired...)
-				return err
+				if err != nil {
+					return err
+				}
+				return saveSources(c.Context, tx, e.Project())
 			})
 			if err != nil {
 				return notFound(err)

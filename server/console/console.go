@@ -92,6 +92,10 @@ type Config struct {
 	// one shared with earlier consoles of the process keeps their logins;
 	// SessionTTL is then the table's.
 	Sessions *Sessions
+	// LoopbackLogin lets a browser on this machine in without a login, as
+	// the full-access token (rflow dev on a loopback address): see
+	// loopbackSession. Everywhere else the console asks for a token.
+	LoopbackLogin bool
 }
 
 // Console serves the /ui/ pages. Create it with New.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rflow-dev/rflow/store"
+	"github.com/rflow-dev/rflow/trigger"
 	"github.com/rflow-dev/rflow/units"
 	"github.com/rflow-dev/rflow/workflow"
 )
@@ -133,7 +134,7 @@ func (c *Console) runPage(w http.ResponseWriter, r *http.Request, sess *session)
 			return
 		}
 	}
-	v := view{"Run": run, "Steps": rows, "Trigger": run.Trigger,
+	v := view{"Run": run, "Steps": rows, "Trigger": trigger.ABIIntegersAsText(run.TriggerKind, run.Trigger),
 		"RetryKey": uuid.NewString(), "Approvals": approvalRows(d.Approvals), "Waits": d.Waits, "Reorgs": reorgs,
 		"Timeline": newTimeline(run, rows, d.Waits, d.Approvals, time.Now())}
 	if run.ChainID != nil && run.BlockNumber != nil {
