@@ -108,7 +108,7 @@ func TestInitThenDevRunsTheScaffold(t *testing.T) {
 
 	require.Contains(t, p.out.String(), "rflow dev project my-project ("+filepath.Join(dir, "rflow.yaml")+", 1 workflow(s))")
 	// The live view polls the journal: it shows the run a moment later.
-	viewed := regexp.MustCompile(`run=\S+ step=record completed[\s\S]*run=\S+ workflow=on-deposit completed`)
+	viewed := regexp.MustCompile(`run=\S+ workflow=on-deposit step=record completed[\s\S]*run=\S+ workflow=on-deposit completed`)
 	require.Eventually(t, func() bool { return viewed.MatchString(p.out.String()) }, 5*time.Second, 100*time.Millisecond,
 		"the live view did not show the run")
 }

@@ -14,13 +14,21 @@ import (
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
+// The session's one run waits for an event no fixture gives and no
+// timeout ends: on rflow test's clock, which skips every deadline, it is
+// what keeps the session running until --timeout.
 const slowTestProject = `
 name: slow
+networks:
+  - { name: local, chain_id: 31337, rpc: "http://127.0.0.1:1" }
+contracts:
+  - { name: Emitter, abi: ./Emitter.abi.json, network: local, address: "0x5FbDB2315678afecb367f032d93F642f64180aa3" }
 workflows:
   - name: wait
     trigger: { manual: {} }
     steps:
-      - { id: pause, delay: 10m }
+      - id: pause
+        wait_for: { event: { contract: Emitter, event: Claimed } }
 `
 
 const slowTestFixture = `workflow: wait
@@ -42,6 +50,9 @@ func TestKilledTestSessionPrunedByReplayPruneAll(t *testing.T) {
 	t.Cleanup(pool.Close)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "rflow.yaml"), []byte(slowTestProject), 0o644))
+	abiJSON, err := os.ReadFile(filepath.Join("..", "..", "testdata", "contracts", "Emitter.abi.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "Emitter.abi.json"), abiJSON, 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tests"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tests", "wait.test.yaml"), []byte(slowTestFixture), 0o644))
 
@@ -53,7 +64,7 @@ func TestKilledTestSessionPrunedByReplayPruneAll(t *testing.T) {
 	}
 	p := startRflowArgs(t, nil, "--database-url", db, "test", "--timeout", "5m", dir)
 	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name LIKE 'test\_%' AND status = 'waiting_delay'`) == 1
+		return countRows(t, pool, `SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name LIKE 'test\_%' AND status = 'waiting_event'`) == 1
 	}, 60*time.Second, 50*time.Millisecond, "rflow test output:\n%s", p.out)
 
 	// Running: the sweep leaves the session's rows and schema.
