@@ -40,6 +40,10 @@ type Config struct {
 	// FetchCooldown is River's minimum gap between fetches (default 5ms).
 	// It bounds throughput at about Workers/FetchCooldown.
 	FetchCooldown time.Duration
+	// PollInterval is how often River looks for available jobs it was not
+	// told of (default 20ms, see defaultPollInterval). A longer interval
+	// costs an idle process fewer queries and a run's next step latency.
+	PollInterval time.Duration
 	// JobTimeout is River's timeout for a job's own database work (default
 	// 2m). A step job gets its step's own timeout (an http_call's timeout)
 	// on top, so River never cancels a step its timeout still allows.
@@ -285,7 +289,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		Queues:               map[string]river.QueueConfig{queue: {MaxWorkers: maxWorkers}},
 		Workers:              workers,
 		FetchCooldown:        cooldown,
-		FetchPollInterval:    fetchPollInterval,
+		FetchPollInterval:    cmp.Or(cfg.PollInterval, defaultPollInterval),
 		JobTimeout:           e.jobTimeout, // step jobs: see stepWorker.Timeout
 		RescueStuckJobsAfter: e.rescueAfter,
 		MaxAttempts:          1000, // the step journal, not River, decides retries
@@ -307,7 +311,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 // Namespace is the project's share of the database the engine works in.
 func (e *Engine) Namespace() store.Namespace { return e.ns }
 
-// fetchPollInterval is how often River looks for available jobs without
+// defaultPollInterval is how often River looks for available jobs without
 // being told of one. River's client sends an insert notification at most
 // once per FetchCooldown per queue, and drops the ones in between instead
 // of sending one after: a step's successor enqueued within 5 ms of the
@@ -315,7 +319,9 @@ func (e *Engine) Namespace() store.Namespace { return e.ns }
 // idle process) waited for this poll, 70 ms of a 3-step run's 81 ms
 // (bench: BenchmarkWebhookToThirdStep). A poll is one indexed query that
 // finds nothing on an idle queue; under load notifications come first.
-const fetchPollInterval = 20 * time.Millisecond
+// About 50 queries a second on an idle process: Config.PollInterval (rflow
+// start --poll-interval) trades them for latency.
+const defaultPollInterval = 20 * time.Millisecond
 
 // Client is the engine's River client (for other job kinds to enqueue in
 // the same queue and transactions).

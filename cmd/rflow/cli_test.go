@@ -89,6 +89,7 @@ func TestUsageErrorsNameTheCommand(t *testing.T) {
 		{[]string{"workflows", "pause"}, "rflow: workflows pause takes exactly one workflow name"},
 		{[]string{"runs", "prune", "--older-than", "5x"}, `--older-than: "5x" is not a duration (use e.g. 30s, 10m, 1h30m, 7d)` + "\n"},
 		{[]string{"start", "--workers", "0"}, "--workers 0: want at least 1"},
+		{[]string{"start", "--poll-interval", "1ms"}, "--poll-interval 1ms: want at least 5ms"},
 		{[]string{"dev", "--workers", "-1"}, "--workers -1: want at least 1"},
 		{[]string{"test", "--parallel", "0"}, "--parallel 0: want at least 1"},
 		{[]string{"test", "--timeout", "0s"}, "--timeout 0s: want a positive duration"},

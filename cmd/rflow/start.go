@@ -43,6 +43,7 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Value: 50, Usage: "step jobs worked at once by this process"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "simulate every send and record the result instead of broadcasting"},
 			&cli.Int64Flag{Name: "body-limit", Usage: "largest accepted HTTP request body in bytes", DefaultText: "1048576 (1 MiB)"},
+			&cli.DurationFlag{Name: "poll-interval", Value: 20 * time.Millisecond, Usage: "how often each process looks for queued jobs it was not notified of: longer costs an idle process fewer queries (about 1/interval a second) and adds up to that much to a run's next step"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 30 * time.Second, Usage: "how long in-flight steps and the relayer's batches get to reach their journal on shutdown; those still running then are cancelled and retried by another process"},
 			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "a reverse proxy (IP or CIDR, repeatable) whose X-Forwarded-Proto and X-Forwarded-For are believed: behind it, the console's cookie is Secure when the proxy says https"},
 			&cli.StringFlag{Name: "metrics-addr", Usage: "serve /metrics on this address of its own (e.g. 127.0.0.1:9090) instead of on --http"},
@@ -54,6 +55,9 @@ func startCommand() *cli.Command {
 			}
 			if err := checkWorkers(c); err != nil {
 				return err
+			}
+			if p := c.Duration("poll-interval"); p < minPollInterval {
+				return usagef("--poll-interval %s: want at least %s (River fetches no more often than that)", p, minPollInterval)
 			}
 			watching := liveViewWanted(c)
 			outage := &dbOutage{}
@@ -102,7 +106,7 @@ func startCommand() *cli.Command {
 			}
 			o := engineOptions{
 				db: db, project: project, logger: logger, listener: ln, apiToken: os.Getenv("RFLOW_API_TOKEN"),
-				workersOnly: c.Bool("workers-only"), standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
+				workersOnly: c.Bool("workers-only"), standby: c.Bool("standby"), workers: c.Int("workers"), shutdown: c.Duration("shutdown-timeout"), pollInterval: c.Duration("poll-interval"), bodyLimit: c.Int64("body-limit"), dryRun: c.Bool("dry-run"),
 				idempotency: idem, stdout: c.App.Writer, configPath: c.String("config"), readyStall: c.Duration("ready-stall"),
 				proxies: proxies, metricsListener: metricsLn,
 			}
@@ -177,9 +181,11 @@ func ownEmbedded(db *database, project string) error {
 }
 
 type engineOptions struct {
-	db      *database
-	project *workflow.Project
-	logger  *slog.Logger
+	// pollInterval is River's fetch poll (--poll-interval; 0: the engine's default).
+	pollInterval time.Duration
+	db           *database
+	project      *workflow.Project
+	logger       *slog.Logger
 	// listener serves /healthz, the API and the console (nil: no HTTP server).
 	listener net.Listener
 	// apiToken is the command API's and the console's full-access token
@@ -237,6 +243,10 @@ func (o engineOptions) console() string {
 	return consoleURL(o.listener.Addr().String())
 }
 
+// minPollInterval is the shortest --poll-interval: River's fetch cooldown
+// (jobs.Config.FetchCooldown's default) bounds how often it fetches anyway.
+const minPollInterval = 5 * time.Millisecond
+
 // defaultReadyStall is --ready-stall's default: several poll intervals and
 // block ranges of a healthy trigger, far below an operator's patience.
 const defaultReadyStall = 2 * time.Minute
@@ -283,7 +293,7 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	}
 	return jobs.NewEngine(jobs.Config{
 		Pool: o.db.Pool, URL: o.db.URL, Project: o.project, Namespace: ns, Logger: o.logger, Backends: backends,
-		Workers: o.workers, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
+		Workers: o.workers, PollInterval: o.pollInterval, Faults: fault.Parse(os.Getenv(fault.Env)), DryRun: o.dryRun, WorkersOnly: o.workersOnly,
 		Observer: o.observer, TracerProvider: o.tracer, Middleware: o.middleware, Console: o.console(),
 	})
 }
