@@ -19,14 +19,15 @@ type TriggerCursor struct {
 	Triggers int
 }
 
-// TriggerCursors returns the slowest trigger cursor of every chain. Cursors
-// of retired workflows (which stopped reading) and of rehearsals are left
-// out, and so are wait feeds: they follow the head, not a start block.
-func TriggerCursors(ctx context.Context, db DBTX) ([]TriggerCursor, error) {
+// TriggerCursors returns the slowest trigger cursor of every chain among
+// ns's workflows. Cursors of retired workflows (which stopped reading), of
+// rehearsals and of other projects are left out, and so are wait feeds:
+// they follow the head, not a start block.
+func TriggerCursors(ctx context.Context, db DBTX, ns Namespace) ([]TriggerCursor, error) {
 	rows, err := db.Query(ctx, `
 		SELECT c.chain_id, min(c.block), count(*)::int FROM indexer.cursors c
 		JOIN rflow.workflows w ON w.name = split_part(c.task, '/', 2)
-		WHERE split_part(c.task, '/', 1) IN ('event', 'block', 'read') AND w.retired_at IS NULL AND `+notRehearsal("w.name")+`
+		WHERE split_part(c.task, '/', 1) IN ('event', 'block', 'read') AND w.retired_at IS NULL AND `+ns.filter("w.name")+`
 		GROUP BY c.chain_id ORDER BY c.chain_id`)
 	if err != nil {
 		return nil, fmt.Errorf("trigger cursors: %w", err)
@@ -38,10 +39,10 @@ func TriggerCursors(ctx context.Context, db DBTX) ([]TriggerCursor, error) {
 	return out, nil
 }
 
-// LiveRunCounts counts the runs of live workflows (not rehearsals) by
-// status.
-func LiveRunCounts(ctx context.Context, db DBTX) (map[RunStatus]int64, error) {
-	rows, err := db.Query(ctx, `SELECT status, count(*) FROM rflow.workflow_runs WHERE `+notRehearsal("workflow_name")+` GROUP BY status`)
+// LiveRunCounts counts the runs of ns's live workflows (not rehearsals, not
+// other projects') by status.
+func LiveRunCounts(ctx context.Context, db DBTX, ns Namespace) (map[RunStatus]int64, error) {
+	rows, err := db.Query(ctx, `SELECT status, count(*) FROM rflow.workflow_runs WHERE `+ns.filter("workflow_name")+` GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("count runs: %w", err)
 	}
@@ -97,13 +98,17 @@ type LiveConsole struct {
 	URL  string
 }
 
-// LiveConsoles lists the console URLs the live processes serve (those
-// holding their liveness lock), oldest process first.
-func LiveConsoles(ctx context.Context, db DBTX) ([]LiveConsole, error) {
+// LiveConsoles lists the console URLs the live processes of ns's project
+// serve (those holding their liveness lock), oldest process first. The
+// home namespace of a command run without a project file has no name: its
+// processes are the home project's (and older versions', which record
+// none).
+func LiveConsoles(ctx context.Context, db DBTX, ns Namespace) ([]LiveConsole, error) {
 	rows, err := db.Query(ctx, `
 		SELECT n.hostname, n.pid, n.console_url FROM rflow.nodes n
 		WHERE n.console_url <> '' AND `+nodeLockHeld+`
-		ORDER BY n.started_at`, nodeLockClass)
+		  AND (n.project = $2 OR ($3 AND (n.project = '' OR n.project IN (SELECT name FROM rflow.projects WHERE prefix = ''))))
+		ORDER BY n.started_at`, nodeLockClass, ns.Project, ns.Home())
 	if err != nil {
 		return nil, fmt.Errorf("live consoles: %w", err)
 	}

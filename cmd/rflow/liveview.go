@@ -192,7 +192,7 @@ func (v *devView) follow(ctx context.Context, pool *pgxpool.Pool, title string) 
 	var wg sync.WaitGroup
 	ready = func(e *jobs.Engine) {
 		wg.Add(2)
-		go func() { defer wg.Done(); v.runPanel(watchCtx, pool, title) }()
+		go func() { defer wg.Done(); v.runPanel(watchCtx, pool, e.Namespace(), title) }()
 		go func() {
 			defer wg.Done()
 			v.watch(watchCtx, pool, e.Namespace(), started)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/term"
+
+	"github.com/rflow-dev/rflow/store"
 )
 
 // The status panel: on a terminal, a few lines kept below the live lines
@@ -100,7 +102,7 @@ func (p panelWriter) Write(b []byte) (int, error) {
 
 // runPanel refreshes the panel every panelEvery until ctx ends, then
 // takes it off the screen. title heads it (the command and project).
-func (v *devView) runPanel(ctx context.Context, pool *pgxpool.Pool, title string) {
+func (v *devView) runPanel(ctx context.Context, pool *pgxpool.Pool, ns store.Namespace, title string) {
 	if !v.tty {
 		return
 	}
@@ -121,7 +123,7 @@ func (v *devView) runPanel(ctx context.Context, pool *pgxpool.Pool, title string
 	defer t.Stop()
 	for {
 		if v.quiet == nil || !v.quiet() {
-			o, err := loadOverview(ctx, pool)
+			o, err := loadOverview(ctx, pool, ns)
 			if err == nil {
 				v.setPanel(append([]string{fmt.Sprintf("── %s ── %s ──", title, time.Now().Format("15:04:05"))}, o.lines(progress)...))
 			}

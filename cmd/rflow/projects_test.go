@@ -463,3 +463,40 @@ func TestTwoProjectsSendFromTheirOwnWallets(t *testing.T) {
 	alpha.stop(t)
 	beta.stop(t)
 }
+
+// rflow status counts the runs of its own project only: two projects on
+// one database, one run waiting in the first and two in the second.
+func TestStatusCountsItsOwnProject(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string) string {
+		path := filepath.Join(dir, name+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte("name: "+name+"\nworkflows:\n  - name: w\n    trigger: { manual: {} }\n"+
+			"    steps:\n      - { id: d, delay: 1h }\n"), 0o644))
+		return path
+	}
+	db := storetest.URL(t)
+	owner, second := write("owner"), write("second")
+	for config, runs := range map[string]int{owner: 1, second: 2} {
+		_, stderr, code := rflowCmd(t, "--database-url", db, "workflows", "deploy", "-c", config)
+		require.Equal(t, 0, code, stderr)
+		for range runs {
+			_, stderr, code = rflowCmd(t, "--database-url", db, "run", "w", "-c", config)
+			require.Equal(t, 0, code, stderr)
+		}
+	}
+	for config, want := range map[string]int64{owner: 1, second: 2} {
+		require.Eventually(t, func() bool {
+			out, stderr, code := rflowCmd(t, "--database-url", db, "status", "-o", "json", "-c", config)
+			require.Equal(t, 0, code, stderr)
+			var o overview
+			require.NoError(t, json.Unmarshal([]byte(out), &o), out)
+			return o.Runs.Queued+o.Runs.Waiting == want
+		}, 30*time.Second, 200*time.Millisecond, config)
+		out, stderr, code := rflowCmd(t, "--database-url", db, "status", "-o", "json", "-c", config)
+		require.Equal(t, 0, code, stderr)
+		var o overview
+		require.NoError(t, json.Unmarshal([]byte(out), &o), out)
+		require.Equal(t, want, o.Runs.Queued+o.Runs.Waiting+o.Runs.Running, "%s: %s", config, out)
+	}
+}

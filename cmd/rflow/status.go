@@ -55,14 +55,16 @@ type runTally struct {
 // back, fewer than a start block in the past puts behind.
 const backfillGap = 64
 
-// loadOverview reads the overview: a handful of small queries.
-func loadOverview(ctx context.Context, db store.DBTX) (overview, error) {
+// loadOverview reads ns's project's overview: a handful of small queries.
+// The heads are the chains' (shared by every project on the database); the
+// trigger cursors, runs and consoles are the project's.
+func loadOverview(ctx context.Context, db store.DBTX, ns store.Namespace) (overview, error) {
 	var o overview
 	heads, err := store.HeadProgresses(ctx, db)
 	if err != nil {
 		return o, err
 	}
-	cursors, err := store.TriggerCursors(ctx, db)
+	cursors, err := store.TriggerCursors(ctx, db, ns)
 	if err != nil {
 		return o, err
 	}
@@ -89,12 +91,12 @@ func loadOverview(ctx context.Context, db store.DBTX) (overview, error) {
 		}
 		o.Networks = append(o.Networks, n)
 	}
-	counts, err := store.LiveRunCounts(ctx, db)
+	counts, err := store.LiveRunCounts(ctx, db, ns)
 	if err != nil {
 		return o, err
 	}
 	o.Runs = tally(counts)
-	consoles, err := store.LiveConsoles(ctx, db)
+	consoles, err := store.LiveConsoles(ctx, db, ns)
 	if err != nil {
 		return o, err
 	}
@@ -190,7 +192,7 @@ func statusCommand() *cli.Command {
 			"-o json prints the same as one object (networks, runs, consoles).",
 		Flags: []cli.Flag{configFlag(), outputFlag()},
 		Action: func(c *cli.Context) error {
-			if err := noArgs(c, "it shows the whole deployment"); err != nil {
+			if err := noArgs(c, "it shows the whole project"); err != nil {
 				return err
 			}
 			if err := checkOutput(c); err != nil {
@@ -201,7 +203,11 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			o, err := loadOverview(c.Context, db.Pool)
+			ns, err := readNamespace(c.Context, db.Pool, fileProjectName(c))
+			if err != nil {
+				return err
+			}
+			o, err := loadOverview(c.Context, db.Pool, ns)
 			if err != nil {
 				return err
 			}
