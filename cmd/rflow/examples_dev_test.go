@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,6 +118,8 @@ func TestDevRunsApprovalsExample(t *testing.T) {
 		status, steps := runStepStatus(t, dbURL, run)
 		return status == "completed" && steps["refund"] == "completed" && steps["done"] == "completed"
 	}, 60*time.Second, 500*time.Millisecond, "the approved refund's run did not complete")
-	require.Contains(t, p.out.String(), `notify="refunded `)
+	// The live view polls the journal: it shows the notice a moment after.
+	require.Eventually(t, func() bool { return strings.Contains(p.out.String(), `notify="refunded `) },
+		10*time.Second, 100*time.Millisecond, "the live view did not show the refund's notice")
 	p.stop(t)
 }
