@@ -40,6 +40,9 @@ type advance struct {
 	failedStep *string
 	wakeAt     *time.Time
 	ended      bool
+	// born is set when the run's row was inserted in the state this
+	// advance planned (claim_birth.go): flush never rewrites it.
+	born bool
 
 	newSteps []store.NewStep
 	jobs     []river.InsertManyParams
@@ -577,7 +580,7 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 		if a.ended && a.p != nil && a.p.waits {
 			w.CancelWaits(a.run.ID)
 		}
-		if !fresh || a.changedRun() {
+		if !fresh || (a.changedRun() && !a.born) {
 			changes = append(changes, store.RunChange{ID: a.run.ID, Attempt: a.run.Attempt, RunUpdate: store.RunUpdate{
 				Status: a.status, Position: a.position, Epoch: a.epoch, Error: a.errMsg, FailedStep: a.failedStep, WakeAt: a.wakeAt,
 			}})

@@ -20,10 +20,12 @@ import (
 // commit, the run and its first job exist together. It returns how many runs
 // were created.
 func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (int, error) {
-	won, err := store.ClaimRuns(ctx, tx, claims)
+	births, planned := e.planBirths(ctx, tx, claims)
+	won, err := store.ClaimRunsBorn(ctx, tx, claims, births)
 	if err != nil {
 		return 0, err
 	}
+	e.rememberClaimed(won)
 	if len(won) < len(claims) {
 		if err := e.reincluded(ctx, tx, claims, won); err != nil {
 			return 0, err
@@ -33,6 +35,7 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 		return 0, nil
 	}
 	runs := make([]*store.Run, 0, len(won))
+	var born []*advance
 	var failed []*store.Run
 	var msgs []string
 	for _, w := range won {
@@ -43,6 +46,8 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 		switch {
 		case c.TriggerError != "": // fails at once, paused or not (trigger_failure.go)
 			failed, msgs = append(failed, run), append(msgs, c.TriggerError)
+		case w.Born:
+			born = append(born, planned[w.Index])
 		case !w.Paused:
 			runs = append(runs, run)
 		}
@@ -50,7 +55,7 @@ func (e *Engine) ClaimTx(ctx context.Context, tx pgx.Tx, claims []store.Claim) (
 	if runs, err = e.gate(ctx, tx, runs); err != nil {
 		return 0, err
 	}
-	if err := e.startRuns(ctx, tx, runs); err != nil {
+	if err := e.startRuns(ctx, tx, runs, born); err != nil {
 		return 0, err
 	}
 	if err := e.failTriggers(ctx, tx, failed, msgs); err != nil {
@@ -88,10 +93,15 @@ func (e *Engine) reincluded(ctx context.Context, tx pgx.Tx, claims []store.Claim
 	return nil
 }
 
-// startRuns plans the beginning of fresh runs and writes it in tx: their
-// first steps' rows (one statement) and jobs (one COPY).
-func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run) error {
-	advs := make([]*advance, 0, len(runs))
+// startRuns plans the beginning of fresh runs and writes it in tx, with
+// that of the runs born parked (planned before the gate, claim_birth.go):
+// their first steps' rows (one COPY) and jobs (one COPY).
+func (e *Engine) startRuns(ctx context.Context, tx pgx.Tx, runs []*store.Run, born []*advance) error {
+	advs := make([]*advance, 0, len(runs)+len(born))
+	for _, a := range born {
+		e.traceClaim(ctx, a)
+		advs = append(advs, a)
+	}
 	for _, run := range runs {
 		// Runs start only in the engine that owns their workflow; a run
 		// already started may be moved on by any (a live wait feed, an
@@ -250,7 +260,7 @@ func (e *Engine) ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (
 	if runs, err = e.gate(ctx, tx, runs); err != nil {
 		return 0, err
 	}
-	if err := e.startRuns(ctx, tx, runs); err != nil {
+	if err := e.startRuns(ctx, tx, runs, nil); err != nil {
 		return 0, err
 	}
 	return len(runs), nil

@@ -158,10 +158,13 @@ type engineSteps struct {
 	// uncompiled are the generations (name@generation) already logged as
 	// not compiling against this project (warnUncompiled), under plansMu.
 	uncompiled map[string]bool
-	http       *http.Client
-	envVars    map[string]any
-	maxJumps   int
-	faults     *fault.Set
+	// claimed is the generation each workflow's last won claim pinned,
+	// under plansMu (claim_birth.go).
+	claimed  map[string]int64
+	http     *http.Client
+	envVars  map[string]any
+	maxJumps int
+	faults   *fault.Set
 }
 
 // engineRelayer is the embedded relayer the sends go through (nil for an
@@ -197,7 +200,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 			jobTimeout: cmp.Or(cfg.JobTimeout, defaultJobTimeout),
 			nodeGrace:  cmp.Or(cfg.NodeGrace, defaultNodeGrace),
 		},
-		engineSteps: engineSteps{kinds: stepKinds(), plans: map[string]*plan{}, http: cfg.HTTPClient,
+		engineSteps: engineSteps{kinds: stepKinds(), plans: map[string]*plan{}, claimed: map[string]int64{}, http: cfg.HTTPClient,
 			envVars: environ(cfg.Project), maxJumps: cfg.MaxJumps, faults: cfg.Faults},
 		engineRelayer:   engineRelayer{dryRun: cfg.DryRun},
 		engineTelemetry: engineTelemetry{logger: cfg.Logger, observer: cfg.Observer, tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil},

@@ -160,7 +160,7 @@ func (e *Engine) releaseWorkflow(ctx context.Context, name string) error {
 				return err
 			}
 			run.Status, run.WakeAt = store.RunQueued, nil
-			if err := e.startRuns(ctx, tx, []*store.Run{run}); err != nil {
+			if err := e.startRuns(ctx, tx, []*store.Run{run}, nil); err != nil {
 				return err
 			}
 		}

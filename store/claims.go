@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -82,6 +83,23 @@ type ClaimedRun struct {
 	// Paused runs wait in status queued with no job until the workflow is
 	// resumed (see StartablePausedRuns).
 	Paused bool
+	// Born is set when the run was inserted in the state its claim's Birth
+	// planned: the caller writes its journal and job, never its row again.
+	Born bool
+}
+
+// Birth is the state a claim's run is inserted in, planned before the gate
+// by a caller that knows the run's first step parks (a delay): writing it
+// in the INSERT spares rewriting every fresh row. It applies only when the
+// workflow is still at Generation and not paused; otherwise the run is born
+// queued as ever (ClaimedRun.Born false) and the caller plans it after the
+// gate. A zero Birth (no ID) plans nothing.
+type Birth struct {
+	ID         uuid.UUID
+	Generation int64
+	Status     RunStatus // never RunQueued: that is every run's birth
+	Position   string
+	WakeAt     *time.Time
 }
 
 // ClaimRuns is the claim gate: it first moves runs claimed under an
@@ -95,8 +113,17 @@ type ClaimedRun struct {
 // enqueues the first step in the same tx, so a run and its first job commit
 // together or not at all.
 func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, error) {
+	return ClaimRunsBorn(ctx, tx, claims, nil)
+}
+
+// ClaimRunsBorn is ClaimRuns whose runs are inserted in the states births
+// (nil, or one per claim) planned, where they still apply (see Birth).
+func ClaimRunsBorn(ctx context.Context, tx pgx.Tx, claims []Claim, births []Birth) ([]ClaimedRun, error) {
 	if len(claims) == 0 {
 		return nil, nil
+	}
+	if births != nil && len(births) != len(claims) {
+		return nil, fmt.Errorf("claim %d run(s): %d births", len(claims), len(births))
 	}
 	if err := adoptLegacyKeys(ctx, tx, claims); err != nil {
 		return nil, err
@@ -111,8 +138,16 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	chainIDs := make([]*int64, n)
 	blocks := make([]*int64, n)
 	hashes := make([]*string, n)
+	gens := make([]*int64, n)
+	statuses := make([]string, n)
+	positions := make([]string, n)
+	wakes := make([]*time.Time, n)
 	for i, c := range claims {
 		ids[i] = uuid.Must(uuid.NewV7())
+		if births != nil && births[i].ID != uuid.Nil {
+			b := &births[i]
+			ids[i], gens[i], statuses[i], positions[i], wakes[i] = b.ID, &b.Generation, string(b.Status), b.Position, b.WakeAt
+		}
 		raw[i] = ids[i]
 		wfs[i], keys[i], kinds[i] = c.Workflow, c.TriggerKey, string(c.TriggerKind)
 		payloads[i] = "{}"
@@ -126,18 +161,26 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 			}
 		}
 	}
+	// A birth applies only to the generation it was planned from, and not
+	// to a paused workflow (its runs wait queued for the resume).
 	rows, err := tx.Query(ctx, `
 		INSERT INTO rflow.workflow_runs
-			(id, workflow_name, generation, trigger_key, trigger_kind, trigger, chain_id, block_number, block_hash)
-		SELECT c.id, c.workflow, w.generation, c.key, c.kind, c.payload::jsonb, c.chain_id, c.block, c.hash
-		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[])
-			WITH ORDINALITY AS c(id, workflow, key, kind, payload, chain_id, block, hash, ord)
+			(id, workflow_name, generation, trigger_key, trigger_kind, trigger, chain_id, block_number, block_hash,
+			 status, position, wake_at)
+		SELECT c.id, c.workflow, w.generation, c.key, c.kind, c.payload::jsonb, c.chain_id, c.block, c.hash,
+			CASE WHEN born THEN c.status ELSE 'queued' END,
+			CASE WHEN born THEN NULLIF(c.position, '') END,
+			CASE WHEN born THEN c.wake_at END
+		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[],
+				$9::bigint[], $10::text[], $11::text[], $12::timestamptz[])
+			WITH ORDINALITY AS c(id, workflow, key, kind, payload, chain_id, block, hash, gen, status, position, wake_at, ord)
 		JOIN rflow.workflows w ON w.name = c.workflow AND w.retired_at IS NULL
+		CROSS JOIN LATERAL (SELECT coalesce(c.gen = w.generation AND NOT w.paused, false) AS born) b
 		WHERE NOT EXISTS (SELECT 1 FROM rflow.run_tombstones t WHERE t.workflow_name = c.workflow AND t.trigger_key = c.key)
 		ORDER BY c.ord
 		ON CONFLICT (workflow_name, trigger_key) DO NOTHING
-		RETURNING id, workflow_name, generation, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,
-		raw, wfs, keys, kinds, payloads, chainIDs, blocks, hashes)
+		RETURNING id, workflow_name, generation, status, (SELECT paused FROM rflow.workflows WHERE name = workflow_name)`,
+		raw, wfs, keys, kinds, payloads, chainIDs, blocks, hashes, gens, statuses, positions, wakes)
 	if err != nil {
 		return nil, fmt.Errorf("claim %d run(s): %w", n, err)
 	}
@@ -147,8 +190,10 @@ func ClaimRuns(ctx context.Context, tx pgx.Tx, claims []Claim) ([]ClaimedRun, er
 	}
 	var out []ClaimedRun
 	var r ClaimedRun
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Generation, &r.Paused}, func() error {
+	var status string
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Workflow, &r.Generation, &status, &r.Paused}, func() error {
 		r.Index = index[r.ID]
+		r.Born = births != nil && births[r.Index].ID != uuid.Nil && status != string(RunQueued)
 		out = append(out, r)
 		return nil
 	})
