@@ -47,6 +47,15 @@ type advance struct {
 	newSteps []store.NewStep
 	jobs     []river.InsertManyParams
 	foreach  map[string]*foreachState
+
+	// carry is the job settling this advance when it may carry the
+	// successor inline (step_carry.go); carrying is the successor's key
+	// when it does, created that its row was new, orphaned that the run's
+	// update found the run orphaned.
+	carry    *carrier
+	carrying string
+	created  bool
+	orphaned bool
 }
 
 // foreachState is the progress of one foreach execution, kept in its
@@ -562,6 +571,7 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	var steps []store.NewStep
 	for _, a := range advs {
 		a.prepare(w)
+		a.pickCarried()
 		steps = append(steps, a.newSteps...)
 	}
 	created := map[store.StepRef]bool{}
@@ -590,6 +600,12 @@ func (e *Engine) flush(ctx context.Context, tx pgx.Tx, advs []*advance, fresh bo
 	ok, err := w.Send(ctx, tx)
 	if err != nil || !ok {
 		return ok, err
+	}
+	for _, a := range advs {
+		if a.carrying != "" {
+			a.created = created[store.StepRef{RunID: a.run.ID, Key: a.carrying}]
+			a.orphaned = w.Orphaned()
+		}
 	}
 	if err := e.checkBreakers(ctx, tx, advs); err != nil {
 		return false, err

@@ -69,6 +69,13 @@ type Config struct {
 	HTTPClient *http.Client
 	// MaxJumps caps goto jumps per run (loop guard; default 100).
 	MaxJumps int
+	// NoInline turns inline continuation off (step_carry.go): every step
+	// then runs as a River job of its own. For measurement and tests.
+	NoInline bool
+	// InlineCap is how many steps one River job carries inline after its
+	// own before it hands the run over to a new job (default 100), so a
+	// goto loop does not hold a worker for ever.
+	InlineCap int
 	// Faults names crash points for tests, the relayer's included; nil in
 	// production.
 	Faults *fault.Set
@@ -165,6 +172,11 @@ type engineSteps struct {
 	envVars  map[string]any
 	maxJumps int
 	faults   *fault.Set
+	// inlineCap is how many steps a job carries after its own (0: inline
+	// continuation is off); stopping is set once Stop begins, after which
+	// no job carries a step further (step_carry.go).
+	inlineCap int
+	stopping  atomic.Bool
 }
 
 // engineRelayer is the embedded relayer the sends go through (nil for an
@@ -226,6 +238,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 	}
 	if e.maxJumps == 0 {
 		e.maxJumps = 100
+	}
+	if !cfg.NoInline && cfg.Rehearsal == nil {
+		// A rehearsal's jobs live in its own River schema, which the
+		// repair scan and the console do not read: its steps keep jobs
+		// of their own.
+		e.inlineCap = cmp.Or(cfg.InlineCap, defaultInlineCap)
 	}
 	var middleware []rivertype.Middleware
 	if e.tracing {
@@ -461,6 +479,7 @@ func (e *Engine) watchNodes(ctx context.Context) {
 // deadline; after that their contexts are cancelled, which leaves them to
 // be retried from the journal by the next process.
 func (e *Engine) Stop(ctx context.Context) error {
+	e.stopping.Store(true) // jobs in flight stop carrying steps (step_carry.go)
 	err := e.client.Stop(ctx)
 	if err != nil {
 		hard, cancel := context.WithTimeout(context.Background(), 5*time.Second)

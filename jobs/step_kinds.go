@@ -34,6 +34,10 @@ type stepKind struct {
 	// touch the database (a send hands its transaction to the relayer; a
 	// delay snoozes).
 	timeout func(s *workflow.Step) time.Duration
+	// inline marks an effect that the job of the step before it may carry
+	// (step_carry.go): one done in process, within its timeout, that
+	// neither parks nor hands its work to anything else.
+	inline bool
 }
 
 // stepKinds is the table of every step kind the engine knows. Adding a kind
@@ -47,8 +51,8 @@ func stepKinds() map[string]stepKind {
 		workflow.StepNoop:    {arrive: (*advance).arriveNoop},
 		workflow.StepForeach: {arrive: (*advance).arriveForeach},
 
-		workflow.StepHTTPCall: {effect: true, exec: (*Engine).execHTTP, timeout: httpTimeout},
-		workflow.StepNotify:   {effect: true, exec: (*Engine).execHTTP, timeout: notifyStepTimeout},
+		workflow.StepHTTPCall: {effect: true, exec: (*Engine).execHTTP, timeout: httpTimeout, inline: true},
+		workflow.StepNotify:   {effect: true, exec: (*Engine).execHTTP, timeout: notifyStepTimeout, inline: true},
 		workflow.StepSend:     {effect: true, exec: (*Engine).execSend},
 		workflow.StepDelay:    {effect: true, arrive: (*advance).arriveDelay, exec: (*Engine).execDelay},
 		workflow.StepWaitFor:  {effect: true, arrive: (*advance).arriveWaitFor, exec: (*Engine).execWaitFor},

@@ -24,7 +24,7 @@ func (e *Engine) settleFailed(ctx context.Context, job *river.Job[StepArgs], o o
 	if ctx.Err() != nil {
 		return o, cause
 	}
-	run, journal, step, err := e.loadStep(ctx, job.Args)
+	run, journal, step, err := e.loadStep(ctx, job.Args, 0)
 	if err != nil {
 		return o, errors.Join(cause, err)
 	}

@@ -78,14 +78,14 @@ func (w *stepWorker) Timeout(job *river.Job[StepArgs]) time.Duration {
 		return e.jobTimeout
 	}
 	if d, ok := e.cachedStepJobTimeout(id, job.Args.Generation); ok {
-		return e.checkRescue(d)
+		return e.carrierTimeout(e.checkRescue(d))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if run, err := store.GetRun(ctx, e.pool, job.Args.RunID, false); err == nil {
 		if p, err := e.plan(ctx, e.pool, run.Workflow, job.Args.Generation); err == nil {
 			if n := p.nodes[id]; n != nil {
-				return e.checkRescue(e.stepJobTimeout(n.step))
+				return e.carrierTimeout(e.checkRescue(e.stepJobTimeout(n.step)))
 			}
 		}
 	}
@@ -123,4 +123,18 @@ func (e *Engine) checkRescue(d time.Duration) time.Duration {
 			"job_timeout", d, "rescue_after", e.rescueAfter)
 	}
 	return d
+}
+
+// carrierTimeout is River's timeout for a step job whose own step's job
+// timeout is d. A job that may carry the steps after its own
+// (step_carry.go) gets the longest River's stuck-job rescuer allows with a
+// job timeout to spare, at least the longest step job of the project
+// (rescueAfter is raised to cover it): each step it carries runs under its
+// own step's timeout, and a step is carried only while this deadline
+// covers that.
+func (e *Engine) carrierTimeout(d time.Duration) time.Duration {
+	if e.inlineCap == 0 {
+		return d
+	}
+	return max(d, e.rescueAfter-e.jobTimeout)
 }

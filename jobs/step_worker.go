@@ -48,27 +48,59 @@ type stepWorker struct {
 
 // Work performs the step's side effect and commits its outcome. The step's
 // row and attempt were made durable in the transaction that enqueued this
-// job, so the effect is never the first trace of the step.
-func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err error) {
+// job, so the effect is never the first trace of the step. When the
+// settle leaves a successor to this job (step_carry.go), Work goes on to
+// it, until the run ends, parks or needs a job of its own.
+func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	e := w.e
-	run, journal, step, err := e.loadStep(ctx, job.Args)
+	run, journal, step, err := e.loadStep(ctx, job.Args, job.ID)
 	if err != nil || step == nil {
 		return err
 	}
+	c := e.newCarrier(ctx, job)
+	if step.Key != job.Args.StepKey {
+		// A rescued or retried carrier: its own step is settled, and it
+		// goes on with the step it was carrying.
+		job = carriedJob(job, step.Key)
+	}
+	for {
+		next, err := e.workStep(ctx, c, job, run, journal, step)
+		if err != nil || next == nil {
+			return err
+		}
+		if !e.keepCarrying(ctx) {
+			return e.handOver(ctx, next)
+		}
+		job, run, journal, step = next.job, next.run, next.journal, next.step
+	}
+}
+
+// workStep performs one attempt of step, under the step's own timeout, and
+// returns the successor it left to carrier c, if any.
+func (e *Engine) workStep(ctx context.Context, c *carrier, job *river.Job[StepArgs], run *store.Run, journal []*store.StepRun, step *store.StepRun) (next *carriedStep, err error) {
 	if run.OrphanedAt != nil && run.Journal == store.RunJournal {
 		// The run's log left the canonical chain: it stops at this step
 		// boundary until its reorg response is decided (reorg.go).
 		if held, err := e.hold(ctx, job, step); held || err != nil {
-			return err
+			return nil, err
 		}
 	}
 	a, at, err := e.locate(ctx, e.pool, run, journal, step)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if c != nil {
+		// Each step gets its own step's timeout, as its own job would:
+		// River's deadline for a job that may carry is the carrier's
+		// (stepWorker.Timeout), and covers each step it carries
+		// (pickCarried).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.stepJobTimeout(at.l.n.step))
+		defer cancel()
 	}
 	if run.Error != nil && at.l.n.section == sectionSteps {
 		// Another branch (a foreach item) failed the run: abandon this one.
-		return e.settle(ctx, job, a, at, outcome{abandon: true})
+		return nil, e.settle(ctx, job, a, at, outcome{abandon: true})
 	}
 
 	ctx, endSpan := e.traceStep(ctx, run, step)
@@ -76,16 +108,17 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 	started := time.Now()
 	out, err := e.exec(ctx, &attempt{job: job, run: run, step: step, a: a, l: at.l})
 	if err != nil || out.parked {
-		return err
+		return nil, err
 	}
 	out.started = started
+	a.carry = c
 	if err := e.settle(ctx, job, a, at, out); err != nil {
 		if !e.isEffect(at.l.n.step.Kind) {
-			return err
+			return nil, err
 		}
 		out, err = e.settleFailed(ctx, job, out, err)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	e.faults.Hit(FaultAfterOutcome) // River's completer has not completed the job yet
@@ -93,13 +126,15 @@ func (w *stepWorker) Work(ctx context.Context, job *river.Job[StepArgs]) (err er
 	if at.l.n.parent != nil {
 		e.faults.Hit(FaultMidForeach)
 	}
-	return nil
+	return a.carried(), nil
 }
 
 // loadStep loads the run and journal of a step job and returns its step,
 // or a nil step when the job is stale: the run is gone, moved on or over,
-// or the step is at another attempt or already settled.
-func (e *Engine) loadStep(ctx context.Context, args StepArgs) (*store.Run, []*store.StepRun, *store.StepRun, error) {
+// or the step is at another attempt or already settled. A job whose own
+// step is done but which carries another (carrier is its River id; 0 for
+// none) returns that one.
+func (e *Engine) loadStep(ctx context.Context, args StepArgs, carrier int64) (*store.Run, []*store.StepRun, *store.StepRun, error) {
 	run, journal, err := store.LoadJournal(ctx, e.pool, args.journal(), args.RunID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil, nil, nil
@@ -112,17 +147,18 @@ func (e *Engine) loadStep(ctx context.Context, args StepArgs) (*store.Run, []*st
 		return nil, nil, nil, nil
 	}
 	step := findStep(journal, args.StepKey)
-	if step == nil {
+	switch {
+	case step == nil:
 		e.stale("step not journaled", args, run.Status)
 		return nil, nil, nil, nil
+	case step.Attempt == args.Attempt && (step.Status == store.StepQueued || step.Status == store.StepRetrying || step.Status == store.StepWaiting):
+		return run, journal, step, nil
+	}
+	if c := findCarried(journal, carrier); c != nil {
+		return run, journal, c, nil
 	}
 	if step.Attempt != args.Attempt {
 		e.stale("step attempt moved on", args, step.Status)
-		return nil, nil, nil, nil
-	}
-	switch step.Status {
-	case store.StepQueued, store.StepRetrying, store.StepWaiting:
-		return run, journal, step, nil
 	}
 	// Completed (its successor was enqueued in the same commit), failed,
 	// skipped or cancelled: nothing left to do.
@@ -143,14 +179,23 @@ func (e *Engine) loadStep(ctx context.Context, args StepArgs) (*store.Run, []*st
 // moved on and does nothing. Outcomes that keep the step at its attempt (an
 // approval gate, a wait's timeout) complete the job in their transaction
 // (jobTx).
+//
+// A settle may leave the successor to the same job (a.carry, see
+// step_carry.go); a.carried() tells once the settle has committed.
 func (e *Engine) settle(ctx context.Context, job *river.Job[StepArgs], a *advance, at stepAt, o outcome) error {
-	return e.fencedTx(ctx, job.Args, "outcome fenced off", func(tx pgx.Tx) error {
+	committed := false
+	err := e.fencedTx(ctx, job.Args, "outcome fenced off", func(tx pgx.Tx) error {
 		ok, err := e.resumeAt(ctx, tx, a, o, at)
 		if err != nil || !ok {
 			return orStale(err)
 		}
+		committed = true
 		return nil
 	})
+	if err != nil || !committed {
+		a.carrying = "" // rolled back: nothing was left to this job
+	}
+	return err
 }
 
 // jobTx runs fn in a transaction that completes job first: JobCompleteTx

@@ -280,7 +280,8 @@ func ReopenStopped(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*Run, []*StepR
 		return nil, nil, fmt.Errorf("run %s is %s: only a stopped run is reopened", id, r.Status)
 	}
 	rows, err := tx.Query(ctx, `
-		UPDATE rflow.step_runs SET status = 'queued', error = NULL, started_at = NULL, finished_at = NULL, held_at = NULL
+		UPDATE rflow.step_runs SET status = 'queued', error = NULL, started_at = NULL, finished_at = NULL, held_at = NULL,
+			carrier_job = NULL
 		WHERE run_id = $1 AND status = 'cancelled'
 		RETURNING `+stepColumns, id)
 	if err != nil {

@@ -34,7 +34,9 @@ type JoblessStep struct {
 // that response, so none of them has one. A job counts whatever its
 // state except completed (the job that parked a step completes with the
 // park): a cancelled or discarded job was an operator's or River's
-// decision, not a loss. Step and job are written in one commit, so one
+// decision, not a loss. A step carried inline by the job of the step
+// before it (carrier_job, see carriedSQL) has that job for its own: the
+// carrier's state counts the same way. Step and job are written in one commit, so one
 // snapshot sees both or neither. Rehearsals' jobs live in their own
 // queues or schemas and are never repaired here.
 //
@@ -82,6 +84,8 @@ func joblessSQL(j Journal, ns Namespace, one bool) string {
 		  AND (s.status IN ('queued', 'retrying') OR (s.status = 'waiting' AND s.wake_at IS NOT NULL))
 		  AND s.held_at IS NULL
 		  AND ` + noJob + `
+		  AND NOT (` + carriedSQL + ` AND EXISTS (
+		      SELECT 1 FROM river.river_job c WHERE c.id = s.carrier_job AND c.state <> 'completed'))
 ` + only + `
 		ORDER BY ` + run + `.id, s.step_key
 		LIMIT $1`

@@ -50,15 +50,19 @@ type StepRun struct {
 	CreatedAt  time.Time
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	// CarrierJob is the River job that carries the step inline (it ran the
+	// step before it and went straight on to this one); nil when the step
+	// has a job of its own.
+	CarrierJob *int64
 }
 
 const stepColumns = `run_id, step_key, step_id, kind, attempt, status, input, output, error, wake_at,
-	held_at, created_at, started_at, finished_at`
+	held_at, created_at, started_at, finished_at, carrier_job`
 
 func scanStep(row pgx.Row) (*StepRun, error) {
 	var s StepRun
 	err := row.Scan(&s.RunID, &s.Key, &s.StepID, &s.Kind, &s.Attempt, &s.Status, &s.Input, &s.Output,
-		&s.Error, &s.WakeAt, &s.HeldAt, &s.CreatedAt, &s.StartedAt, &s.FinishedAt)
+		&s.Error, &s.WakeAt, &s.HeldAt, &s.CreatedAt, &s.StartedAt, &s.FinishedAt, &s.CarrierJob)
 	s.Error = scrub(s.Error)
 	return &s, err
 }
@@ -83,6 +87,9 @@ type NewStep struct {
 	Output []byte
 	Error  *string
 	WakeAt *time.Time
+	// Carrier is the River job that carries the step inline instead of a
+	// job of its own (StepRun.CarrierJob).
+	Carrier *int64
 }
 
 // StepRef names one journal row.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,9 +20,10 @@ type Writes struct {
 	// Journal is the step journal the writes go to (the zero value: runs).
 	Journal Journal
 
-	batch pgx.Batch
-	reads []func(pgx.BatchResults) error
-	moved bool
+	batch    pgx.Batch
+	reads    []func(pgx.BatchResults) error
+	moved    bool
+	orphaned bool
 }
 
 const settleStepSQL = `
@@ -68,18 +70,19 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 	keys, ids, kinds, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	inputs, outputs, errs := make([]*string, n), make([]*string, n), make([]*string, n)
 	wakes := make([]*time.Time, n)
+	carriers := make([]*int64, n)
 	for i, s := range steps {
 		runIDs[i], keys[i], ids[i], kinds[i], statuses[i] = s.RunID, s.Key, s.StepID, s.Kind, string(s.Status)
-		inputs[i], outputs[i], errs[i], wakes[i] = jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt
+		inputs[i], outputs[i], errs[i], wakes[i], carriers[i] = jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, s.Carrier
 	}
 	w.batch.Queue(`
-		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
+		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at, carrier_job)
 		SELECT s.run_id, s.key, s.id, s.kind, s.status, s.input::jsonb, s.output::jsonb, s.error, s.wake,
-			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END
+			CASE WHEN s.status IN ('completed', 'skipped', 'failed') THEN now() END, s.carrier
 		FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-			$9::timestamptz[]) AS s(run_id, key, id, kind, status, input, output, error, wake)
+			$9::timestamptz[], $10::bigint[]) AS s(run_id, key, id, kind, status, input, output, error, wake, carrier)
 		ON CONFLICT (run_id, step_key) DO NOTHING
-		RETURNING run_id, step_key`, runIDs, keys, ids, kinds, statuses, inputs, outputs, errs, wakes)
+		RETURNING run_id, step_key`, runIDs, keys, ids, kinds, statuses, inputs, outputs, errs, wakes, carriers)
 	w.reads = append(w.reads, func(br pgx.BatchResults) error {
 		rows, err := br.Query()
 		if err != nil {
@@ -99,11 +102,11 @@ func (w *Writes) InsertSteps(steps []NewStep, created map[StepRef]bool) {
 // arrays cost more than the row.
 func (w *Writes) insertStep(s NewStep, created map[StepRef]bool) {
 	w.batch.Queue(`
-		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at)
+		INSERT INTO `+w.Journal.steps()+` (run_id, step_key, step_id, kind, status, input, output, error, wake_at, finished_at, carrier_job)
 		VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, $9,
-			CASE WHEN $5 IN ('completed', 'skipped', 'failed') THEN now() END)
+			CASE WHEN $5 IN ('completed', 'skipped', 'failed') THEN now() END, $10)
 		ON CONFLICT (run_id, step_key) DO NOTHING`,
-		[16]byte(s.RunID), s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt)
+		[16]byte(s.RunID), s.Key, s.StepID, s.Kind, string(s.Status), jsonText(s.Input), jsonText(s.Output), s.Error, s.WakeAt, s.Carrier)
 	w.reads = append(w.reads, func(br pgx.BatchResults) error {
 		tag, err := br.Exec()
 		if err != nil {
@@ -118,16 +121,40 @@ func (w *Writes) insertStep(s NewStep, created map[StepRef]bool) {
 
 // UpdateRun queues a run's new state, fenced on the run being unfinished
 // and still at attempt.
+//
+// A run's update returns whether the run is orphaned (its log left the
+// canonical chain; see Orphaned): the row is locked by the update, so the
+// answer holds until commit.
 func (w *Writes) UpdateRun(id uuid.UUID, attempt int, u RunUpdate) {
-	w.batch.Queue(`
-		UPDATE `+w.Journal.runs()+`
+	q := `
+		UPDATE ` + w.Journal.runs() + `
 		SET status = $3, position = NULLIF($4, ''), epoch = $5, error = $6, failed_step = $7, wake_at = $8,
 			updated_at = now(),
 			finished_at = CASE WHEN $3 IN ('completed', 'failed', 'cancelled') THEN now() END
-		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled', 'reincluded')`,
-		[16]byte(id), attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt)
-	w.fenced(fmt.Sprintf("update run %s", id))
+		WHERE id = $1 AND attempt = $2 AND status NOT IN ('completed', 'failed', 'cancelled', 'reincluded')`
+	args := []any{[16]byte(id), attempt, u.Status, u.Position, u.Epoch, u.Error, u.FailedStep, u.WakeAt}
+	what := fmt.Sprintf("update run %s", id)
+	if w.Journal != RunJournal {
+		w.batch.Queue(q, args...)
+		w.fenced(what)
+		return
+	}
+	w.batch.Queue(q+` RETURNING orphaned_at IS NOT NULL`, args...)
+	w.reads = append(w.reads, func(br pgx.BatchResults) error {
+		var orphaned bool
+		switch err := br.QueryRow().Scan(&orphaned); {
+		case errors.Is(err, pgx.ErrNoRows):
+			w.moved = true
+		case err != nil:
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		w.orphaned = w.orphaned || orphaned
+		return nil
+	})
 }
+
+// Orphaned reports, after Send, whether a run UpdateRun wrote is orphaned.
+func (w *Writes) Orphaned() bool { return w.orphaned }
 
 // RunChange is one run's new state for UpdateRuns, fenced on attempt.
 type RunChange struct {
