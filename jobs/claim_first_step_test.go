@@ -29,7 +29,9 @@ const jobsOfRun = `SELECT kind, args FROM river.river_job
 func TestClaimEnqueuesFirstStepJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, threeSteps)
+	// Successors have jobs of their own when no job carries them
+	// (step_carry_test.go tests carrying).
+	b := setupWith(t, threeSteps, jobs.Config{NoInline: true})
 	id := b.manual(t, "three", "k1", nil)
 	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
 	for _, p := range []string{"/a", "/b", "/c"} {
@@ -138,7 +140,7 @@ func TestMalformedFirstStepArgsFailTheJob(t *testing.T) {
 func TestRetryAttemptIsStepJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, retrying)
+	b := setupWith(t, retrying, jobs.Config{NoInline: true}) // as TestClaimEnqueuesFirstStepJob
 	b.recv.mu.Lock()
 	b.recv.status["/flaky"] = []int{503}
 	b.recv.mu.Unlock()

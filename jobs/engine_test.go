@@ -1,6 +1,7 @@
 package jobs_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,13 +87,28 @@ type testBundle struct {
 // deploys it on a fresh database and starts an engine.
 func setup(t *testing.T, projectYAML string) *testBundle {
 	t.Helper()
+	return setupWith(t, projectYAML, jobs.Config{})
+}
+
+// setupWith is setup with an engine configured by cfg (its Pool, URL and
+// Project filled in).
+func setupWith(t *testing.T, projectYAML string, cfg jobs.Config) *testBundle {
+	t.Helper()
 	recv := newReceiver(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(strings.ReplaceAll(projectYAML, "{{URL}}", recv.URL)), 0o644))
 	project, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(t, err)
-	pool, e := deployed(t, project)
+	url := storetest.URL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	cfg.Pool, cfg.URL, cfg.Project = pool, url, project
+	cfg.FetchCooldown = cmp.Or(cfg.FetchCooldown, time.Millisecond)
+	e := startEngineWith(t, cfg)
+	_, err = e.SyncWorkflows(context.Background())
+	require.NoError(t, err)
 	return &testBundle{pool: pool, engine: e, project: project, recv: recv}
 }
 
