@@ -84,29 +84,97 @@ func tracedPoolAt(b *testing.B, url string, trace *stmtTimes) *pgxpool.Pool {
 func BenchmarkEngineVsRiverChain(b *testing.B) {
 	srv := benchServer(b)
 	var engine, chain, ratio, lazy, lazyRatio []float64
+	var engineCPU, lazyCPU []float64
 	rounds := benchRounds
 	if n, err := strconv.Atoi(os.Getenv("RFLOW_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
+	var turns [3]float64 // engine, exactly-once chain, at-least-once chain
 	for range b.N {
 		for range rounds {
-			c := riverChainRate(b, srv.URL, true)
-			e := engineStepRate(b, srv.URL)
-			l := riverChainRate(b, srv.URL, false)
+			c := riverChainRate(b, srv.URL, true, nil, nil)
+			e := engineStepRate(b, srv.URL, nil, &engineCPU)
+			l := riverChainRate(b, srv.URL, false, &lazyCPU, nil)
 			chain, engine, ratio = append(chain, c), append(engine, e), append(ratio, e/c)
 			lazy, lazyRatio = append(lazy, l), append(lazyRatio, e/l)
 			fmt.Printf("  round: engine %.0f steps/s, river chain %.0f steps/s, ratio %.2f; chain with River's completer %.0f steps/s, ratio %.2f\n",
 				e, c, e/c, l, e/l)
 		}
+		// Round trips, counted in one more run of each side through a
+		// proxy with no latency (its rate is not used).
+		for i, run := range []func(*turnCount){
+			func(tc *turnCount) { engineStepRate(b, srv.URL, tc, nil) },
+			func(tc *turnCount) { riverChainRate(b, srv.URL, true, nil, tc) },
+			func(tc *turnCount) { riverChainRate(b, srv.URL, false, nil, tc) },
+		} {
+			tc := newTurnCount(b)
+			run(tc)
+			turns[i] = tc.perStep(3 * benchRuns)
+		}
+		fmt.Printf("  database round trips per step: engine %.2f, river chain %.2f, chain with River's completer %.2f\n",
+			turns[0], turns[1], turns[2])
 	}
 	e, c, r := median(engine), median(chain), median(ratio)
 	b.ReportMetric(e, "engine-steps/s")
 	b.ReportMetric(c, "river-chain-steps/s")
 	b.ReportMetric(r, "ratio")
+	b.ReportMetric(turns[0], "engine-round-trips/step")
+	b.ReportMetric(turns[2], "chain-round-trips/step")
 	fmt.Printf("engine steps/s: %.0f  river-chain steps/s: %.0f  ratio: %.2f\n", e, c, r)
-	summary.addRatio("steps/s: engine / raw River chain", e, c, r, 0.95)
-	summary.addRatio("steps/s: engine / raw chain, River's completer (at least once)", e, median(lazy), median(lazyRatio), 0)
+	summary.addRatio("steps/s: engine / raw chain, River's completer (at least once)", e, median(lazy), median(lazyRatio), 1.0)
+	summary.addRatio("steps/s: engine / raw River chain (exactly once)", e, c, r, 0.95)
+	summary.add("database round trips per 100 steps: engine / at-least-once chain", 100*turns[0], 100*turns[2], 0)
+	summary.add("Postgres CPU µs per step: engine / at-least-once chain", median(engineCPU), median(lazyCPU), 0)
 }
+
+// turnCount counts one side's database round trips while its steps run:
+// its pool goes through a latency proxy with no latency
+// (remote_db_test.go), and the benchmark's own polling (waitCount) through
+// a direct pool, so only the side's own are counted.
+type turnCount struct {
+	proxy *latencyProxy
+	far   string        // the database through the proxy
+	watch *pgxpool.Pool // direct
+	from  int64
+	n     int64
+}
+
+func newTurnCount(b *testing.B) *turnCount {
+	db := storetest.URL(b)
+	proxy, far := startLatencyProxy(b, db, 0)
+	return &turnCount{proxy: proxy, far: far, watch: tracedPoolAt(b, db, nil)}
+}
+
+// pool is the pool a side works on: through the proxy when tc counts,
+// else direct with trace.
+func (tc *turnCount) pool(b *testing.B, trace *stmtTimes) *pgxpool.Pool {
+	if tc == nil {
+		return tracedPool(b, trace)
+	}
+	return tracedPoolAt(b, tc.far, nil)
+}
+
+// watchOr is the pool waitCount polls on.
+func (tc *turnCount) watchOr(p *pgxpool.Pool) *pgxpool.Pool {
+	if tc == nil {
+		return p
+	}
+	return tc.watch
+}
+
+func (tc *turnCount) begin() {
+	if tc != nil {
+		tc.from = tc.proxy.turns.Load()
+	}
+}
+
+func (tc *turnCount) end() {
+	if tc != nil {
+		tc.n = tc.proxy.turns.Load() - tc.from
+	}
+}
+
+func (tc *turnCount) perStep(steps int) float64 { return float64(tc.n) / float64(steps) }
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
@@ -114,17 +182,20 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-func engineStepRate(b *testing.B, url string) float64 {
+// engineStepRate runs the engine's side; tc counts its round trips (nil:
+// none), and cpu gets the Postgres CPU of a step in µs (nil: not kept).
+func engineStepRate(b *testing.B, url string, tc *turnCount, cpu *[]float64) float64 {
 	trace := &stmtTimes{}
 	defer trace.print("engine steps")
-	pool := tracedPool(b, trace)
+	pool := tc.pool(b, trace)
 	defer pool.Close() // a round's connections go with it: rounds are many
-	return engineStepRateOn(b, pool, url, "three", trace)
+	return engineStepRateOn(b, pool, url, "three", trace, tc, cpu)
 }
 
 // engineStepRateOn is engineStepRate on pool's database, with a workflow
-// named name (so it can run again on the same database); trace may be nil.
-func engineStepRateOn(b *testing.B, pool *pgxpool.Pool, url, name string, trace *stmtTimes) float64 {
+// named name (so it can run again on the same database); trace, tc and cpu
+// may be nil.
+func engineStepRateOn(b *testing.B, pool *pgxpool.Pool, url, name string, trace *stmtTimes, tc *turnCount, cpuOut *[]float64) float64 {
 	ctx := context.Background()
 	dir := b.TempDir()
 	path := filepath.Join(dir, "rflow.yaml")
@@ -140,7 +211,10 @@ workflows:
 `, url, name)), 0o644))
 	project, err := workflow.Load(path, workflow.LoadOptions{})
 	require.NoError(b, err)
-	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project, Workers: benchWorkers, FetchCooldown: benchCooldown})
+	// RFLOW_BENCH_NO_INLINE=1 measures the engine with every step a job of
+	// its own (no inline continuation).
+	e, err := jobs.NewEngine(jobs.Config{Pool: pool, Project: project, Workers: benchWorkers, FetchCooldown: benchCooldown,
+		NoInline: os.Getenv("RFLOW_BENCH_NO_INLINE") != ""})
 	require.NoError(b, err)
 	_, err = e.SyncWorkflows(ctx)
 	require.NoError(b, err)
@@ -158,12 +232,21 @@ workflows:
 		cpu = startCPU(ctx, pool)
 	}
 	start := time.Now()
+	tc.begin()
 	require.NoError(b, e.Start(ctx))
 	defer e.Stop(ctx)
-	waitCount(b, pool, fmt.Sprintf(`SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = '%s' AND status = 'completed'`, name), benchRuns)
+	waitCount(b, tc.watchOr(pool), fmt.Sprintf(`SELECT count(*) FROM rflow.workflow_runs WHERE workflow_name = '%s' AND status = 'completed'`, name), benchRuns)
+	tc.end()
 	rate := float64(3*benchRuns) / time.Since(start).Seconds()
-	printCPU("engine", cpu, 3*benchRuns)
+	keepCPU(cpuOut, printCPU("engine", cpu, 3*benchRuns))
 	return rate
+}
+
+// keepCPU appends a round's Postgres CPU per step (µs) to out, if kept.
+func keepCPU(out *[]float64, pg float64) {
+	if out != nil && pg > 0 {
+		*out = append(*out, pg)
+	}
 }
 
 type chainArgs struct {
@@ -214,7 +297,8 @@ func (w *chainWorker) Work(ctx context.Context, job *river.Job[chainArgs]) error
 
 // riverChainRate runs the raw River chain; completeTx completes each job
 // in its step's transaction (JobCompleteTx), else River's completer does.
-func riverChainRate(b *testing.B, url string, completeTx bool) float64 {
+// cpu and tc are as engineStepRate's (tc optional).
+func riverChainRate(b *testing.B, url string, completeTx bool, cpuOut *[]float64, tc *turnCount) float64 {
 	ctx := context.Background()
 	what := "river chain"
 	if !completeTx {
@@ -222,7 +306,7 @@ func riverChainRate(b *testing.B, url string, completeTx bool) float64 {
 	}
 	trace := &stmtTimes{}
 	defer trace.print(what + " steps")
-	pool := tracedPool(b, trace)
+	pool := tc.pool(b, trace)
 	defer pool.Close()
 	_, err := pool.Exec(ctx, `CREATE TABLE bench_steps (chain uuid, step int, PRIMARY KEY (chain, step))`)
 	require.NoError(b, err)
@@ -244,23 +328,27 @@ func riverChainRate(b *testing.B, url string, completeTx bool) float64 {
 	trace.reset()
 	cpu := startCPU(ctx, pool)
 	start := time.Now()
+	tc.begin()
 	require.NoError(b, client.Start(ctx))
 	defer client.Stop(ctx)
-	waitCount(b, pool, `SELECT count(*) FROM bench_steps`, 3*benchRuns)
+	waitCount(b, tc.watchOr(pool), `SELECT count(*) FROM bench_steps`, 3*benchRuns)
+	tc.end()
 	rate := float64(3*benchRuns) / time.Since(start).Seconds()
-	printCPU(what, cpu, 3*benchRuns)
+	keepCPU(cpuOut, printCPU(what, cpu, 3*benchRuns))
 	return rate
 }
 
 // printCPU prints the CPU a round cost per step, in this process (workers,
-// River, pgx) and in Postgres.
-func printCPU(what string, cpu *cpuMeter, steps int) {
+// River, pgx) and in Postgres, and returns Postgres's in µs (0 when not
+// measured).
+func printCPU(what string, cpu *cpuMeter, steps int) float64 {
 	if cpu == nil {
-		return
+		return 0
 	}
 	g, p := cpu.perUnit(steps)
 	fmt.Printf("  %s CPU per step: this process %.2f ms, postgres %.2f ms\n", what,
 		float64(g.Microseconds())/1000, float64(p.Microseconds())/1000)
+	return float64(p.Microseconds())
 }
 
 func waitCount(b *testing.B, pool *pgxpool.Pool, query string, want int) {

@@ -54,8 +54,8 @@ func BenchmarkScale(b *testing.B) {
 			finishClaimed(b, empty)
 			finishClaimed(b, full)
 			name := fmt.Sprintf("steps%d", round)
-			stepsE = append(stepsE, engineStepRateOn(b, empty, srv.URL, name, nil))
-			stepsF = append(stepsF, engineStepRateOn(b, full, srv.URL, name, nil))
+			stepsE = append(stepsE, engineStepRateOn(b, empty, srv.URL, name, nil, nil, nil))
+			stepsF = append(stepsF, engineStepRateOn(b, full, srv.URL, name, nil, nil, nil))
 			fmt.Printf("  round: claims/s empty %.0f, loaded %.0f; steps/s empty %.0f, loaded %.0f\n",
 				claimsE[round], claimsF[round], stepsE[round], stepsF[round])
 		}
