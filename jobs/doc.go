@@ -24,8 +24,10 @@
 //	                 settling an attempt and resuming at a step
 //	                 (advance_resume.go)
 //	step_*.go        one file per step kind and its helpers: the kind table
-//	                 (step_kinds.go), the step job (step_worker.go) and its
-//	                 timeouts (step_timeout.go), http_call and notify
+//	                 (step_kinds.go), the step job (step_worker.go), its
+//	                 inline continuation to the steps after its own
+//	                 (step_carry.go) and its timeouts (step_timeout.go),
+//	                 http_call and notify
 //	                 (step_http*.go), send (step_send*.go: hand-off to the
 //	                 relayer, cancel, retry rules), delay (step_delay.go),
 //	                 wait_for (step_wait*.go: parking and matching), approval
