@@ -149,7 +149,8 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 	require.Equal(t, 3, run(br, chromedp.Evaluate[int](`document.querySelectorAll('#timeline rect.bar').length`)))
 	require.True(t, br.stillSamePage())
 
-	// Each step links to its own River job in River UI.
+	// Each step links to its own River job in River UI, or to the job that
+	// carried it inline after its own step (jobs/step_carry.go).
 	links := run(br, chromedp.Evaluate[[]string](`[...document.querySelectorAll('tr.step')].map(r => (r.querySelector('a.riverjob') || {}).getAttribute?.call(r.querySelector('a.riverjob'), 'href') || '')`))
 	jobPath := regexp.MustCompile(`^/riverui/jobs/(\d+)$`)
 	for i, href := range links {
@@ -158,6 +159,13 @@ func TestConsoleLiveInBrowser(t *testing.T) {
 		var args string
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT args::text FROM river.river_job WHERE id = $1`, m[1]).Scan(&args))
 		require.Contains(t, args, id.String(), "job %s is this run's", m[1])
+		var carrier *int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT carrier_job FROM rflow.step_runs WHERE run_id = $1 AND step_key = $2`,
+			id, steps[i]).Scan(&carrier))
+		if carrier != nil {
+			require.Equal(t, fmt.Sprint(*carrier), m[1], "step %s links its carrier", steps[i])
+			continue
+		}
 		require.Contains(t, args, steps[i], "job %s is step %s's", m[1], steps[i])
 	}
 
