@@ -389,3 +389,42 @@ func TestCarriedStepTimeouts(t *testing.T) {
 	require.Equal(t, 1, g.count("/b"), "b was not cut off by River's job timeout")
 	require.Equal(t, 1, g.count("/c"))
 }
+
+// TestOrphanedRunHoldsItsCarriedStep: a run whose log leaves the canonical
+// chain while a step is in flight (orphaned, its reorg response pending)
+// stops at the next step boundary even when the job would carry that
+// step: the settle's run update reports the orphaning, and the carried
+// step is held (no request, no job) as a job of its own would be.
+func TestOrphanedRunHoldsItsCarriedStep(t *testing.T) {
+	t.Parallel()
+	g := newGate(t, "/a")
+	b, _ := carryBundle(t, carryChain, g, jobs.Config{})
+	ctx := context.Background()
+	id := b.manual(t, "chain", "r1", nil)
+	g.waitHeld(t, "/a")
+	_, err := b.pool.Exec(ctx, `UPDATE rflow.workflow_runs SET orphaned_at = now() WHERE id = $1`, id)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `INSERT INTO rflow.reorg_runs (id, run_id, fork_block, chain_id, depth, decide_at)
+		VALUES ($1, $2, 1, 31337, 1, 1000000)`, uuid.New(), id)
+	require.NoError(t, err)
+	g.release("/a")
+
+	require.Eventually(t, func() bool {
+		var held bool
+		err := b.pool.QueryRow(ctx, `SELECT held_at IS NOT NULL FROM rflow.step_runs WHERE run_id = $1 AND step_key = 'b'`, id).Scan(&held)
+		return err == nil && held
+	}, 10*time.Second, 20*time.Millisecond, "b held at its boundary")
+	js := stepJobs(t, b.pool, id)
+	require.Len(t, js, 1)
+	require.Eventually(t, func() bool {
+		var state string
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM river.river_job WHERE id = $1`, js[0]).Scan(&state))
+		return state == "completed"
+	}, 10*time.Second, 20*time.Millisecond, "the carrier completed with the hold")
+	time.Sleep(200 * time.Millisecond)
+	require.Zero(t, g.count("/b"), "nothing after the boundary ran")
+	steps := b.steps(t, id)
+	require.Equal(t, store.StepCompleted, steps["a"].Status)
+	require.Equal(t, store.StepQueued, steps["b"].Status)
+	require.Nil(t, steps["c"])
+}
