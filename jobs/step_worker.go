@@ -237,9 +237,10 @@ func (*undecoded) UnmarshalJSON([]byte) error { return nil }
 
 // fencedTx runs fn in a transaction whose fenced writes are its only
 // fence: if fn finds the run or step moved on (errStale), everything rolls
-// back and the job is a counted no-op.
+// back and the job is a counted no-op. Its BEGIN rides with the outcome
+// batch that opens a settle (store.BeginBatchedFunc).
 func (e *Engine) fencedTx(ctx context.Context, args StepArgs, why string, fn func(pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, e.pool, fn)
+	err := store.BeginBatchedFunc(ctx, e.pool, fn)
 	if errors.Is(err, errStale) {
 		e.stale(why, args, "")
 		return nil

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// BeginBatchedFunc runs fn in a transaction as pgx.BeginFunc does, except
+// that the BEGIN is sent with the transaction's first statement when that
+// is a batch, instead of in a round trip of its own. A step's outcome
+// transaction opens with its outcome batch (Writes.Send): one round trip
+// fewer a step. A transaction that opens with another statement sends its
+// BEGIN first, as pgx does. Nested transactions (savepoints) are not
+// supported.
+func BeginBatchedFunc(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection: %w", err)
+	}
+	// A connection left inside a transaction (a failed rollback) is
+	// destroyed by Release, not returned to the pool.
+	defer c.Release()
+	tx := &batchedTx{conn: c.Conn()}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// batchedTx is the pgx.Tx of BeginBatchedFunc.
+type batchedTx struct {
+	conn  *pgx.Conn
+	begun bool
+}
+
+var errNested = errors.New("nested transactions are not supported here")
+
+func (t *batchedTx) begin(ctx context.Context) error {
+	if t.begun {
+		return nil
+	}
+	if _, err := t.conn.Exec(ctx, "begin"); err != nil {
+		return err
+	}
+	t.begun = true
+	return nil
+}
+
+func (t *batchedTx) Begin(context.Context) (pgx.Tx, error) { return nil, errNested }
+
+func (t *batchedTx) Commit(ctx context.Context) error {
+	if !t.begun {
+		return nil // nothing was sent
+	}
+	t.begun = false
+	tag, err := t.conn.Exec(ctx, "commit")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+func (t *batchedTx) Rollback(ctx context.Context) error {
+	if !t.begun {
+		return nil
+	}
+	t.begun = false
+	_, err := t.conn.Exec(ctx, "rollback")
+	return err
+}
+
+func (t *batchedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.begun {
+		return t.conn.SendBatch(ctx, b)
+	}
+	t.begun = true
+	withBegin := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	withBegin.Queue("begin")
+	withBegin.QueuedQueries = append(withBegin.QueuedQueries, b.QueuedQueries...)
+	return &afterBegin{BatchResults: t.conn.SendBatch(ctx, withBegin)}
+}
+
+func (t *batchedTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(ctx, table, columns, src)
+}
+
+func (t *batchedTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+func (t *batchedTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+func (t *batchedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.begin(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+func (t *batchedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+func (t *batchedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.begin(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+func (t *batchedTx) Conn() *pgx.Conn { return t.conn }
+
+// afterBegin is the results of a batch sent with a BEGIN before it: the
+// BEGIN's result is read before the caller's first.
+type afterBegin struct {
+	pgx.BatchResults
+	read bool
+	err  error
+}
+
+func (r *afterBegin) skip() error {
+	if !r.read {
+		r.read = true
+		_, r.err = r.BatchResults.Exec()
+	}
+	return r.err
+}
+
+func (r *afterBegin) Exec() (pgconn.CommandTag, error) {
+	if err := r.skip(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return r.BatchResults.Exec()
+}
+
+func (r *afterBegin) Query() (pgx.Rows, error) {
+	if err := r.skip(); err != nil {
+		return nil, err
+	}
+	return r.BatchResults.Query()
+}
+
+func (r *afterBegin) QueryRow() pgx.Row {
+	if err := r.skip(); err != nil {
+		return errRow{err}
+	}
+	return r.BatchResults.QueryRow()
+}
+
+// errRow is a pgx.Row whose Scan fails with err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
