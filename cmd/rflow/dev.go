@@ -132,6 +132,13 @@ func dev(c *cli.Context) error {
 	if err := ownEmbedded(db, src.name); err != nil {
 		return err
 	}
+	if db.Embedded != nil {
+		// Commands typed afterwards with no -c (runs list, approve) find
+		// this database; a session on --database-url has none to find.
+		if err := rememberDevProject(src.name); err != nil {
+			logger.Warn("commands without -c will not find this project's database", "err", err)
+		}
+	}
 	fatal := superviseDatabase(ctx, db, outage, view.say)
 
 	ch, err := startDevChain(ctx, c, view, logger)
