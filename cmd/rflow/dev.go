@@ -213,6 +213,7 @@ func dev(c *cli.Context) error {
 	}
 	gens := &devGenerations{
 		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, loopbackLogin: loopback(ln), fatal: fatal,
+			outage: supervisedOutage(db, outage), say: view.say,
 			workers:  c.Int("workers"),
 			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 			sessions: console.NewSessions(0)}, // a reload logs nobody out of the console
