@@ -43,6 +43,8 @@ func devCommand() *cli.Command {
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
 			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +
 			"(and RFLOW_DEV_WALLET_KEY must name a funded key for the send step).\n" +
+			"Commands typed later with no -c where there is no rflow.yaml (runs list, approve, …) use the embedded\n" +
+			"database of the project rflow dev last ran.\n" +
 			"Ctrl-C or SIGTERM stops everything.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8080", Usage: "serve /healthz (and the API) on this address"},
