@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,21 +131,31 @@ func TestDevRunsApprovalsExample(t *testing.T) {
 		}
 	})
 
-	var approval, run string
-	require.Eventually(t, func() bool {
-		out, _, code := typed("approvals", "list", "--status", "pending", "-o", "json")
-		var list struct {
-			Approvals []struct {
-				ShortID string `json:"short_id"`
-				RunID   string `json:"run_id"`
-			} `json:"approvals"`
-		}
-		if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list.Approvals) == 0 {
+	// pending waits for a gate other than those in skip and returns it.
+	pending := func(skip ...string) (approval, run string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			out, _, code := typed("approvals", "list", "--status", "pending", "-o", "json")
+			var list struct {
+				Approvals []struct {
+					ShortID string `json:"short_id"`
+					RunID   string `json:"run_id"`
+				} `json:"approvals"`
+			}
+			if code != 0 || json.Unmarshal([]byte(out), &list) != nil {
+				return false
+			}
+			for _, a := range list.Approvals {
+				if !slices.Contains(skip, a.ShortID) {
+					approval, run = a.ShortID, a.RunID
+					return true
+				}
+			}
 			return false
-		}
-		approval, run = list.Approvals[0].ShortID, list.Approvals[0].RunID
-		return true
-	}, 120*time.Second, 500*time.Millisecond, "no refund waited for an approval")
+		}, 120*time.Second, 500*time.Millisecond, "no refund waited for an approval")
+		return approval, run
+	}
+	approval, run := pending()
 	out, stderr, code := typed("approvals", "list", "--status", "pending")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, approval)
@@ -164,6 +175,16 @@ func TestDevRunsApprovalsExample(t *testing.T) {
 	// The live view polls the journal: it shows the notice a moment after.
 	require.Eventually(t, func() bool { return strings.Contains(dev.String(), `notify="refunded `) },
 		10*time.Second, 100*time.Millisecond, "the live view did not show the refund's notice")
+	// And a second gate, rejected as the README rejects one.
+	rejected, rejectedRun := pending(approval)
+	out, stderr, code = typed("reject", rejected, "--reason", "not this one")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "rejected")
+	require.Eventually(t, func() bool {
+		out, _, code := typed("runs", "show", rejectedRun)
+		return code == 0 && regexp.MustCompile(`(?m)^status\s+failed`).MatchString(out) && strings.Contains(out, "not this one")
+	}, 60*time.Second, 500*time.Millisecond, "the rejected refund's run did not fail")
+
 	out, stderr, code = typed("budgets", "ls")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, "refunds")
