@@ -49,6 +49,8 @@ func newHeldRPC(t *testing.T, node string) *heldRPC {
 	target, err := url.Parse(node)
 	require.NoError(t, err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	// A request the stopping process gave up on is not news.
+	proxy.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	h := &heldRPC{held: make(chan struct{}), release: make(chan struct{})}
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.first.Do(func() { close(h.held) })
