@@ -150,6 +150,7 @@ func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func
 		return nil
 	})
 	require.NoError(b, err)
+	queued := time.Since(start)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var confirmed, final int
@@ -176,7 +177,8 @@ func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM broadcast_at - created_at)),
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - broadcast_at))
 		FROM relayer.transactions`).Scan(&toBroadcast, &toFinal))
-	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms\n", toBroadcast*1000, toFinal*1000)
+	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms; queueing took %.0f ms of %.0f\n",
+		toBroadcast*1000, toFinal*1000, float64(queued.Microseconds())/1000, float64(elapsed.Microseconds())/1000)
 	if order != nil {
 		cpuPerSend("relayer", cpu, nodeStart, goStart)
 		order.print()

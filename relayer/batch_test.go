@@ -233,3 +233,48 @@ func TestProviderWithoutBatchesGetsCallsOneByOne(t *testing.T) {
 		WHERE kind = 'relayer_send' AND cardinality(attempted_by) > 1`).Scan(&later))
 	require.Zero(t, later, "a send needed a second run")
 }
+
+// A wallet's next batch goes out as soon as the node has answered the
+// sends of the one before, not after that batch has found its receipts and
+// finalised: a FinalHook that holds the first send's final transaction open
+// sees a send queued meanwhile mined, at the next nonce.
+func TestNextBatchGoesOutWhileOneFinalises(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{noClient: true})
+	first, second := ext(t, 0), ext(t, 1)
+	finalising := make(chan struct{})
+	var sawNext atomic.Bool
+	r, err := relayer.New(relayer.Config{Pool: tb.pool, Wallets: map[string]*relayer.Wallet{"ops": tb.wallet},
+		Networks: map[uint64]relayer.Backend{chainID: tb.eth}, PollInterval: 50 * time.Millisecond,
+		OnFinal: func(ctx context.Context, tx pgx.Tx, s *relayer.Transaction) error {
+			if s.ExternalID != first {
+				return nil
+			}
+			close(finalising)
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if n, err := tb.eth.NonceAt(ctx, tb.wallet.Address(), nil); err == nil && n == 2 {
+					sawNext.Store(true)
+					return nil
+				}
+			}
+			return nil
+		}})
+	require.NoError(t, err)
+	tb.r, tb.finals = r, nil
+	tb.startClient(t, r)
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: first, Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(1)})
+	select {
+	case <-finalising:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first send never reached its final transaction")
+	}
+	tb.queue(t, relayer.Request{ExternalID: second, Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(2)})
+	for _, k := range []string{first, second} {
+		got := tb.waitFinal(t, k)
+		require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	}
+	require.True(t, sawNext.Load(), "the second send waited for the first one's final transaction")
+	require.Equal(t, int64(3), tb.balance(t, to).Int64(), "each send paid once")
+	require.Equal(t, uint64(2), tb.nonce(t))
+}
