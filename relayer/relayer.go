@@ -139,6 +139,9 @@ type Relayer struct {
 	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
 	synced   map[walletChain]time.Time  // see chainPending
 	queues   map[walletChain]*sendQueue // see firstSend
+	// estimates are the eth_estimateGas calls waiting for a request, by
+	// chain id (see estimateGas).
+	estimates map[uint64]*estimateQueue
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
 	batchSizes map[uint64]*rpcbatch.Size
 	asking     singleflight.Group // see chainPending
@@ -152,7 +155,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
-		queues: map[walletChain]*sendQueue{}, batchSizes: map[uint64]*rpcbatch.Size{}}
+		queues: map[walletChain]*sendQueue{}, estimates: map[uint64]*estimateQueue{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
