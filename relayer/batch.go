@@ -83,47 +83,32 @@ func (r *Relayer) firstBroadcast(ctx context.Context, s *firstSend) error {
 }
 
 // leadBatch runs the next batch of q (it holds the leader's own send: a
-// queue's first waiting send is the one woken to lead), hands the lead to
-// the first send still waiting as soon as the batch's sends are out (see
-// runBatch), and then wakes the batch's other jobs.
+// queue's first waiting send is the one woken to lead), then wakes the
+// batch's other jobs and hands the lead to the first send still waiting.
 func (r *Relayer) leadBatch(ctx context.Context, key walletChain, q *sendQueue) {
 	r.mu.Lock()
 	n := min(len(q.waiting), maxBatch)
 	batch := slices.Clone(q.waiting[:n])
 	q.waiting = slices.Delete(q.waiting, 0, n)
 	r.mu.Unlock()
-	handedOn := false
-	handOn := func() {
-		if handedOn {
-			return
-		}
-		handedOn = true
+	defer func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if len(q.waiting) > 0 {
 			q.waiting[0].lead <- true
 		} else {
 			q.busy = false
 			delete(r.queues, key)
 		}
-	}
-	defer func() {
-		handOn()
+		r.mu.Unlock()
 		for _, s := range batch[1:] {
 			s.lead <- false
 		}
 	}()
-	r.runBatch(ctx, batch, handOn)
+	r.runBatch(ctx, batch)
 }
 
-// runBatch is a batch's shared work, in a single send's order. It calls
-// sent once the node has answered the batch's sends: the wallet's next
-// batch may start then, while this one looks for receipts and finalises.
-// The next batch's nonces are above this one's and its sends go out after
-// this one's, so the node still gets each wallet's sends in nonce order;
-// what is left of this batch touches only its own sends, each fenced on
-// its own job, as a single send's monitor would.
-func (r *Relayer) runBatch(ctx context.Context, batch []*firstSend, sent func()) {
+// runBatch is a batch's shared work, in a single send's order.
+func (r *Relayer) runBatch(ctx context.Context, batch []*firstSend) {
 	fail := func(sends []*firstSend, err error) {
 		for _, s := range sends {
 			s.err = err
@@ -186,7 +171,6 @@ func (r *Relayer) runBatch(ctx context.Context, batch []*firstSend, sent func())
 			accepted = append(accepted, s)
 		}
 	}
-	sent()
 	r.landedNow(ctx, accepted)
 	var unmined []store.BroadcastSent
 	var finals []settle
