@@ -92,15 +92,18 @@ func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func
 	if via != nil {
 		pool = tracedPoolAt(b, via(url), trace)
 	}
-	network := relayer.Backend(keptClient(b, node.URL, nil))
+	network := relayer.Backend(eth)
 	var calls *rpcCalls
 	var order *sendOrder
 	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
-		calls = &rpcCalls{next: keptConns()}
+		calls = &rpcCalls{next: http.DefaultTransport}
 		calls.reset()
 		order = &sendOrder{next: calls, signer: types.LatestSignerForChainID(big.NewInt(anviltest.ChainID)),
 			highest: map[common.Address]uint64{}}
-		network = keptClient(b, node.URL, order)
+		rc, err := rpc.DialOptions(ctx, node.URL, rpc.WithHTTPClient(&http.Client{Transport: order}))
+		require.NoError(b, err)
+		b.Cleanup(rc.Close)
+		network = ethclient.NewClient(rc)
 	}
 	wallets := map[string]*relayer.Wallet{}
 	for i := range relayerWallets {
@@ -203,33 +206,11 @@ func unconfirmed(b *testing.B, pool *pgxpool.Pool) []string {
 	return out
 }
 
-// keptConns is an HTTP transport that keeps as many idle connections to
-// a node as rflow's chain client does (chain.Client: 64), so concurrent
-// calls reuse connections instead of dialling one each (net/http's
-// default keeps 2).
-func keptConns() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost, t.MaxIdleConns = 64, max(t.MaxIdleConns, 64)
-	return t
-}
-
-// keptClient is an ethclient for url over via (keptConns when nil): what
-// each side of the benchmark calls the node with.
-func keptClient(b *testing.B, url string, via http.RoundTripper) *ethclient.Client {
-	if via == nil {
-		via = keptConns()
-	}
-	rc, err := rpc.DialOptions(context.Background(), url, rpc.WithHTTPClient(&http.Client{Transport: via}))
-	require.NoError(b, err)
-	b.Cleanup(rc.Close)
-	return ethclient.NewClient(rc)
-}
-
 // rawSendRate is the baseline: what a client does without any durability.
 func rawSendRate(b *testing.B) float64 {
 	ctx := context.Background()
 	node := anviltest.Start(b, anviltest.Options{})
-	eth := keptClient(b, node.URL, nil)
+	eth := node.Client()
 	to := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
 	signer := types.LatestSignerForChainID(big.NewInt(anviltest.ChainID))
 	if os.Getenv("RFLOW_BENCH_TRACE") != "" {
