@@ -146,7 +146,7 @@ type Relayer struct {
 	looks     map[uuid.UUID]lastLook // sends' last polls; see unchanged
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
 	batchSizes map[uint64]*rpcbatch.Size
-	asking     singleflight.Group // see chainPending
+	asking     singleflight.Group // shared questions: see chainPending, chainHead, market
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
