@@ -310,21 +310,33 @@ func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 
 // cancelRun is effect-idempotent: a run already cancelled is answered as it
 // is (200), so a repeated cancel, under any key and after the ledger forgot
-// it, returns the same run; a run that finished otherwise is 409.
+// it, returns the same run; a run that finished otherwise is 409. An
+// optional body {"reason": "…"} is kept as rflow runs cancel --reason
+// keeps it (the first reason said stays).
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id, aerr := runID(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
+	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
+		reason, aerr := readReason(cmd.Body)
+		if aerr != nil {
+			return 0, nil, aerr
+		}
 		run, err := s.actOnRun(ctx, tx, id, func(run *store.Run) *apiError {
 			if run.Status.Terminal() && run.Status != store.RunCancelled {
 				return &apiError{status: http.StatusConflict, code: "invalid_state",
 					message: fmt.Sprintf("run %s is already %s", run.ID, run.Status)}
 			}
 			return nil
-		}, s.engine.CancelRunTx)
+		}, func(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
+			run, err := s.engine.CancelRunTx(ctx, tx, id)
+			if err != nil || reason == "" {
+				return run, err
+			}
+			return store.NoteCancelReason(ctx, tx, id, reason)
+		})
 		if err != nil {
 			return 0, nil, err
 		}

@@ -116,11 +116,17 @@ func (s *Server) getWorkflow(w http.ResponseWriter, r *http.Request) {
 
 // pauseWorkflow and resumeWorkflow are what `rflow workflows pause/resume`
 // do. Both are idempotent by effect (a flag; a resume starts only the runs
-// still waiting), so they keep the deterministic retention of cancel.
+// still waiting), so they keep the deterministic retention of cancel. A
+// pause takes an optional body {"reason": "…"}, as rflow workflows pause
+// --reason does (a paused workflow keeps its first reason).
 func (s *Server) pauseWorkflow(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, _ commandRequest) (int, any, error) {
-		if err := store.SetWorkflowPaused(ctx, tx, s.ns.Qualify(name), true); err != nil {
+	s.command(w, r, deterministicRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
+		reason, aerr := readReason(cmd.Body)
+		if aerr != nil {
+			return 0, nil, aerr
+		}
+		if err := store.PauseWorkflow(ctx, tx, s.ns.Qualify(name), reason); err != nil {
 			return 0, nil, err
 		}
 		row, err := s.workflowRow(ctx, tx, name)

@@ -309,3 +309,7 @@ func (l *loader) oneOf(n *node, what string, allowed ...string) (string, bool) {
 
 var namePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,99}$`)
 var idPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,99}$`)
+
+// ValidProjectName reports whether name is a name: rflow.yaml accepts for a
+// project (so it is safe as a folder name, say).
+func ValidProjectName(name string) bool { return namePattern.MatchString(name) }

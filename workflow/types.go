@@ -226,6 +226,18 @@ func (w *Workflow) Step(id string) *Step {
 	return found
 }
 
+// GatedSends returns the workflow's send steps with approval:, anywhere in
+// it (foreach bodies, finally and on_reorg too), in file order.
+func (w *Workflow) GatedSends() []*Step {
+	var gated []*Step
+	walkSteps(w.allLists(), func(s *Step) {
+		if s.Send != nil && s.Send.Approval != nil {
+			gated = append(gated, s)
+		}
+	})
+	return gated
+}
+
 func (w *Workflow) allLists() [][]*Step { return [][]*Step{w.Steps, w.Finally, w.OnReorg} }
 
 func walkSteps(lists [][]*Step, fn func(*Step)) {

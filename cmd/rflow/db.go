@@ -154,6 +154,16 @@ func embeddedDataDir(project string) (string, error) {
 	if project == "" {
 		project = "default"
 	}
+	home, err := rflowDataHome()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, project), nil
+}
+
+// rflowDataHome is the folder of every project's embedded database
+// ($XDG_DATA_HOME/rflow, …; see embeddedDataDir), created if need be.
+func rflowDataHome() (string, error) {
 	base := os.Getenv("XDG_DATA_HOME")
 	switch {
 	case base != "":
@@ -166,8 +176,8 @@ func embeddedDataDir(project string) (string, error) {
 		}
 		base = filepath.Join(home, ".local", "share")
 	}
-	dir := filepath.Join(base, "rflow", project)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	dir := filepath.Join(base, "rflow")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create data directory: %w", err)
 	}
 	return dir, nil

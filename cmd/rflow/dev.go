@@ -43,6 +43,8 @@ func devCommand() *cli.Command {
 			"Emitter contract is deployed there with anvil's first dev key (the node must fund it), unless\n" +
 			"--contract (or RFLOW_DEV_CONTRACT) names an Emitter already deployed, which is then only watched\n" +
 			"(and RFLOW_DEV_WALLET_KEY must name a funded key for the send step).\n" +
+			"Commands typed later with no -c where there is no rflow.yaml (runs list, approve, …) use the embedded\n" +
+			"database of the project rflow dev last ran.\n" +
 			"Ctrl-C or SIGTERM stops everything.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "http", Value: "127.0.0.1:8080", Usage: "serve /healthz (and the API) on this address"},
@@ -132,6 +134,13 @@ func dev(c *cli.Context) error {
 	if err := ownEmbedded(db, src.name); err != nil {
 		return err
 	}
+	if db.Embedded != nil {
+		// Commands typed afterwards with no -c (runs list, approve) find
+		// this database; a session on --database-url has none to find.
+		if err := rememberDevProject(src.name); err != nil {
+			logger.Warn("commands without -c will not find this project's database", "err", err)
+		}
+	}
 	fatal := superviseDatabase(ctx, db, outage, view.say)
 
 	ch, err := startDevChain(ctx, c, view, logger)
@@ -206,6 +215,7 @@ func dev(c *cli.Context) error {
 	}
 	gens := &devGenerations{
 		base: engineOptions{db: db, logger: logger, listener: ln, apiToken: token.value, loopbackLogin: loopback(ln), fatal: fatal,
+			outage: supervisedOutage(db, outage), say: view.say,
 			workers:  c.Int("workers"),
 			shutdown: 5 * time.Second, stdout: c.App.Writer, readyStall: c.Duration("ready-stall"),
 			sessions: console.NewSessions(0)}, // a reload logs nobody out of the console

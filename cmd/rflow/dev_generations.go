@@ -112,14 +112,18 @@ func (g *devGenerations) run(ctx context.Context, project *workflow.Project) err
 
 // deployer deploys the new generation's workflows on purpose, as `rflow
 // workflows deploy` does: the file is the truth under rflow dev, so an
-// edit back to an older definition rolls back to it.
+// edit back to an older definition rolls back to it. The project's sources
+// are stored with them, as a deploy stores them, so `runs retry` and
+// `workflows resume` without the files compile against this generation.
 func (g *devGenerations) deployer(change *projectChange) func(context.Context, *jobs.Engine) error {
 	return func(ctx context.Context, e *jobs.Engine) error {
 		var deployed []store.Deployed
 		err := pgx.BeginFunc(ctx, g.base.db.Pool, func(tx pgx.Tx) error {
 			var err error
-			deployed, err = e.DeployWorkflows(ctx, tx, nil)
-			return err
+			if deployed, err = e.DeployWorkflows(ctx, tx, nil); err != nil {
+				return err
+			}
+			return saveSources(ctx, tx, e.Project())
 		})
 		if err != nil {
 			return err

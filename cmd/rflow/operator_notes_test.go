@@ -59,6 +59,16 @@ func TestOperatorReasonsAndStatus(t *testing.T) {
 	require.Contains(t, table, "runs         0 running, 1 waiting, 0 failed, 0 completed")
 	require.Contains(t, table, "console      "+o.Consoles[0])
 
+	// A reason past store.MaxReasonLen is a usage error that changes nothing.
+	long := strings.Repeat("x", 1001)
+	for _, args := range [][]string{{"runs", "cancel", started.RunID, "--reason", long}, {"workflows", "pause", "hello", "--reason", long}} {
+		_, stderr, code := rflowCmd(t, append([]string{"--database-url", db}, args...)...)
+		require.Equal(t, 2, code, "rflow %v: %s", args[:3], stderr)
+		require.Contains(t, stderr, "the reason is 1001 characters long; the limit is 1000")
+	}
+	require.Contains(t, cli("runs", "show", started.RunID), "waiting_delay", "the refused cancel left the run alone")
+	require.Regexp(t, `hello\s+\d+\s+active\s+false`, cli("workflows", "ls"), "the refused pause left the workflow alone")
+
 	out := cli("runs", "cancel", started.RunID, "--reason", "duplicate of an earlier payout", "-o", "json")
 	var cancelled struct {
 		Status       string `json:"status"`

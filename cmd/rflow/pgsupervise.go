@@ -23,6 +23,9 @@ const outageQuiet = 3 * time.Second
 type dbOutage struct {
 	down       atomic.Bool
 	quietUntil atomic.Int64 // unix nanoseconds
+	// outages counts the times the server went down, so a start-up can
+	// tell whether one interrupted it (startupInterrupted).
+	outages atomic.Int64
 }
 
 // quiet reports whether logs are muted now.
@@ -70,6 +73,7 @@ func superviseDatabase(ctx context.Context, db *database, o *dbOutage, say func(
 		case store.LocalDown:
 			downAt = time.Now()
 			o.down.Store(true)
+			o.outages.Add(1)
 			say(fmt.Sprintf("postgres down: embedded postgres exited (%v); restarting it", e.Err))
 		case store.LocalRestarting:
 			say(fmt.Sprintf("postgres restarting (attempt %d of %d)", e.Attempt, e.Attempts))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,19 +40,61 @@ func projectFileMissing(c *cli.Context) error {
 
 // projectName reads just the name: of the project file, when there is one
 // (with ${VAR} substitution, as the full loader does); it keys the embedded
-// database's data directory. With no -c and no rflow.yaml here, it is the
-// quickstart's, once `rflow dev` has run it (and no project named default
-// has a database): `rflow runs list` after the quickstart needs no flag.
+// database's data directory. With no -c and no rflow.yaml here (and no
+// project named default with a database), it is the project `rflow dev`
+// last ran on its embedded database (the quickstart, or --project
+// examples/approvals), else the quickstart's once `rflow dev` has run it:
+// `rflow runs list` and `rflow approve <id>` after `rflow dev` need no flag.
 func projectName(c *cli.Context) string {
 	name, err := workflow.ProjectName(c.String("config"), nil)
 	switch {
 	case err == nil && name != "":
 		return name
-	case err != nil && !c.IsSet("config") && errors.Is(err, fs.ErrNotExist) &&
-		!hasEmbeddedDatabase(defaultProject) && hasEmbeddedDatabase(quickstartName):
-		return quickstartName
+	case err != nil && !c.IsSet("config") && errors.Is(err, fs.ErrNotExist) && !hasEmbeddedDatabase(defaultProject):
+		if last := lastDevProject(); last != "" && hasEmbeddedDatabase(last) {
+			return last
+		}
+		if hasEmbeddedDatabase(quickstartName) {
+			return quickstartName
+		}
 	}
 	return defaultProject
+}
+
+// devProjectFile, in the folder of the embedded databases, names the
+// project `rflow dev` last ran on its embedded database. A project name
+// starts with a letter, so it is never a project's folder.
+const devProjectFile = ".dev-project"
+
+// rememberDevProject records that `rflow dev` runs project on its
+// embedded database, for commands typed afterwards without -c.
+func rememberDevProject(project string) error {
+	home, err := rflowDataHome()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(home, devProjectFile), []byte(project+"\n"), 0o644); err != nil {
+		return fmt.Errorf("remember the dev project: %w", err)
+	}
+	return nil
+}
+
+// lastDevProject is the project rememberDevProject recorded ("" when none
+// was, or the record is not a project name).
+func lastDevProject() string {
+	home, err := rflowDataHome()
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(home, devProjectFile))
+	if err != nil {
+		return ""
+	}
+	name := strings.TrimSpace(string(b))
+	if !workflow.ValidProjectName(name) {
+		return ""
+	}
+	return name
 }
 
 // defaultProject keys the embedded database of commands run with no

@@ -317,7 +317,10 @@ func runsRetry(c *cli.Context) error {
 // runsCancel is effect-idempotent: cancelling a cancelled run prints it as
 // it is and exits 0.
 func runsCancel(c *cli.Context) error {
-	reason := strings.TrimSpace(c.String("reason"))
+	reason, err := store.CleanReason(c.String("reason"))
+	if err != nil {
+		return usagef("--reason: %v", err)
+	}
 	return mutateRun(c, "cancelled", false, func(ctx context.Context, _ *jobs.Engine, tx pgx.Tx, id uuid.UUID) (*store.Run, error) {
 		run, err := jobs.CancelRun(ctx, tx, id)
 		if err != nil || reason == "" {

@@ -115,6 +115,7 @@ func startCommand() *cli.Command {
 				say = view.say
 			}
 			o.fatal = superviseDatabase(c.Context, db, outage, say)
+			o.outage, o.say = supervisedOutage(db, outage), say
 			if watching {
 				view.startBanner(project, db, ln)
 				view.useProject(project)
@@ -225,6 +226,11 @@ type engineOptions struct {
 	// fatal ends the engine at once with the error it receives: the
 	// embedded database is gone for good (superviseDatabase).
 	fatal <-chan error
+	// outage is the supervised embedded database's state (nil for a
+	// database of your own): a start-up it interrupted is tried again, and
+	// say tells the operator so.
+	outage *dbOutage
+	say    func(string)
 	// readyStall is how long a chain task (a network's head, a trigger, a
 	// wait feed) may make no progress before /readyz fails (0: never).
 	readyStall time.Duration
@@ -298,9 +304,10 @@ func migratedEngine(ctx context.Context, o engineOptions, backends map[uint64]re
 	})
 }
 
-// runEngine deploys the project and runs the engine and triggers until ctx
-// ends, then shuts down gracefully.
-func runEngine(ctx context.Context, o engineOptions) error {
+// runEngineOnce deploys the project and runs the engine and triggers until
+// ctx ends, then shuts down gracefully (runEngine tries its start-up again
+// when the embedded Postgres died under it).
+func runEngineOnce(ctx context.Context, o engineOptions) error {
 	// A wrong chain_id never heals: stop now, saying what to fix, before
 	// the database is touched.
 	if err := checkNetworks(ctx, o.project, o.logger); err != nil {
@@ -353,6 +360,11 @@ func runEngine(ctx context.Context, o engineOptions) error {
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	if err := engine.Start(workCtx); err != nil {
+		// Whatever it got as far as (its node's liveness connection) goes
+		// with it: a start-up tried again registers anew.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = engine.Stop(sctx)
 		return err
 	}
 	triggers, stopTriggers := context.WithCancel(ctx)

@@ -101,6 +101,11 @@ func testCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			// What the tests cannot exercise is said, never left silent.
+			unexercised := flowtest.Unexercised(project, files, sel)
+			for _, d := range unexercised {
+				fmt.Fprintln(c.App.ErrWriter, d.String())
+			}
 			results, err := flowtest.Run(c.Context, flowtest.Options{Pool: db.Pool, Project: project, Logger: logger,
 				Run: sel, Parallel: c.Int("parallel"), Timeout: c.Duration("timeout"), Namespace: ns}, files)
 			if err != nil {
@@ -120,7 +125,11 @@ func testCommand() *cli.Command {
 				if results == nil {
 					results = []flowtest.Result{}
 				}
-				if err := enc.Encode(map[string]any{"tests": results, "passed": passed, "failed": failed}); err != nil {
+				warnings := make([]string, len(unexercised))
+				for i, d := range unexercised {
+					warnings[i] = d.String()
+				}
+				if err := enc.Encode(map[string]any{"tests": results, "passed": passed, "failed": failed, "warnings": warnings}); err != nil {
 					return err
 				}
 			} else {

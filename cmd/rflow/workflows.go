@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -70,6 +69,10 @@ func workflowsCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return usagef("%s takes exactly one workflow name", commandPath(c))
 					}
+					reason, err := store.CleanReason(c.String("reason"))
+					if err != nil {
+						return usagef("--reason: %v", err)
+					}
 					db, err := openExisting(c, projectName(c), newLogger(c))
 					if err != nil {
 						return err
@@ -79,7 +82,7 @@ func workflowsCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					if err := store.PauseWorkflow(c.Context, db.Pool, ns.Qualify(c.Args().First()), strings.TrimSpace(c.String("reason"))); err != nil {
+					if err := store.PauseWorkflow(c.Context, db.Pool, ns.Qualify(c.Args().First()), reason); err != nil {
 						return notFound(err)
 					}
 					fmt.Fprintf(c.App.Writer, "workflow %s paused\n", c.Args().First())
