@@ -21,7 +21,8 @@ type headSeen struct {
 
 // lastLook is what a send's last monitor poll found: no receipt of any of
 // its broadcasts and its nonce not used on chain (used, the wallet's
-// mined nonce, at most the send's), with head the head read before it.
+// mined nonce, at most the send's), with head the head read before it
+// and at when it ended.
 type lastLook struct {
 	head       common.Hash
 	broadcasts int
@@ -63,9 +64,12 @@ func (r *Relayer) chainHead(ctx context.Context, b Backend, chainID uint64) (hea
 }
 
 // unchanged reports whether a poll of the send would find what its last
-// one did, and the nonce it found used: the head, read after that poll,
-// is the block it was before it, and nothing was broadcast since. No block
-// came, so no receipt and no use of the nonce can have either.
+// one did, and the nonce it found used: the head, read after that poll
+// ended, is the block it was before it began, and nothing was broadcast
+// since. No block came, so no receipt and no use of the nonce can have
+// either. A head read cached from before the poll ended proves nothing, so
+// the poll looks again (at most half a poll interval later, the cache is
+// read anew).
 func (r *Relayer) unchanged(txID uuid.UUID, head headSeen, broadcasts int) (uint64, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -41,7 +41,6 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		used, same = r.unchanged(row.TxID, head, len(bs))
 	}
 	if !same {
-		lookAt := time.Now()
 		l, u, err := r.look(ctx, w, b, row, bs)
 		if err != nil {
 			return r.later(ctx, row.TxID, job.ID, err)
@@ -51,7 +50,10 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 			return r.mined(ctx, job, row, l)
 		}
 		if used = u; headErr == nil && used <= nonce {
-			r.looked(row.TxID, lastLook{head: head.hash, broadcasts: len(bs), used: used, at: lookAt})
+			// head was read before the look; a read that starts after
+			// the look ended and finds the same block proves the chain
+			// did not move across it.
+			r.looked(row.TxID, lastLook{head: head.hash, broadcasts: len(bs), used: used, at: time.Now()})
 		}
 	}
 	if row.Status == store.RelayerMined {
