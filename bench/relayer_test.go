@@ -49,12 +49,17 @@ const (
 // on the same node: sign, eth_sendRawTransaction and poll for the receipt,
 // the same number of transfers, one goroutine per wallet.
 //
-// The two alternate for benchRounds rounds, so machine noise hits both
-// alike; the figures printed are the medians.
+// The two alternate for benchRounds rounds (RFLOW_BENCH_ROUNDS to change
+// it), so machine noise hits both alike; the figures printed are the
+// medians.
 func BenchmarkRelayerConfirmedSends(b *testing.B) {
 	var relayerRates, rawRates, ratios []float64
+	rounds := benchRounds
+	if n, err := strconv.Atoi(os.Getenv("RFLOW_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
 	for range b.N {
-		for range benchRounds {
+		for range rounds {
 			raw := rawSendRate(b)
 			rel := relayerSendRate(b)
 			relayerRates, rawRates, ratios = append(relayerRates, rel), append(rawRates, raw), append(ratios, rel/raw)
@@ -65,7 +70,7 @@ func BenchmarkRelayerConfirmedSends(b *testing.B) {
 	b.ReportMetric(relayerRate, "relayer-sends/s")
 	b.ReportMetric(rawRate, "raw-sends/s")
 	b.ReportMetric(ratio, "ratio")
-	summary.addRatio("confirmed sends/s: relayer / raw go-ethereum", relayerRate, rawRate, ratio, 0.5)
+	summary.addRatio("confirmed sends/s: relayer / raw go-ethereum", relayerRate, rawRate, ratio, 0.8)
 	fmt.Printf("relayer confirmed sends/s: %.0f  raw sign+send+receipt/s: %.0f  ratio: %.2f  (%d sends, %d wallets)\n",
 		relayerRate, rawRate, ratio, relayerSends, relayerWallets)
 }
@@ -150,6 +155,7 @@ func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func
 		return nil
 	})
 	require.NoError(b, err)
+	queued := time.Since(start)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		var confirmed, final int
@@ -176,7 +182,8 @@ func relayerSendRateVia(b *testing.B, via func(url string) string, after ...func
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM broadcast_at - created_at)),
 			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - broadcast_at))
 		FROM relayer.transactions`).Scan(&toBroadcast, &toFinal))
-	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms\n", toBroadcast*1000, toFinal*1000)
+	fmt.Printf("relayer p50: queue→broadcast %.0f ms, broadcast→confirmed %.0f ms; queueing took %.0f ms of %.0f\n",
+		toBroadcast*1000, toFinal*1000, float64(queued.Microseconds())/1000, float64(elapsed.Microseconds())/1000)
 	if order != nil {
 		cpuPerSend("relayer", cpu, nodeStart, goStart)
 		order.print()

@@ -17,6 +17,7 @@ type rpcCalls struct {
 	next  http.RoundTripper
 	mu    sync.Mutex
 	count map[string]int
+	reqs  map[string]int // HTTP requests carrying the method (a batch counts once per method in it)
 	took  map[string]time.Duration
 	posts int
 }
@@ -37,11 +38,17 @@ func (c *rpcCalls) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		c.posts++
 		if json.Unmarshal(body, &many) == nil {
+			seen := map[string]bool{}
 			for _, m := range many {
 				c.count[m.Method]++
+				if !seen[m.Method] {
+					seen[m.Method] = true
+					c.reqs[m.Method]++
+				}
 			}
 		} else {
 			c.count[method]++
+			c.reqs[method]++
 		}
 		c.mu.Unlock()
 		start := time.Now()
@@ -60,7 +67,7 @@ func (c *rpcCalls) reset() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.count, c.took, c.posts = map[string]int{}, map[string]time.Duration{}, 0
+	c.count, c.reqs, c.took, c.posts = map[string]int{}, map[string]int{}, map[string]time.Duration{}, 0
 }
 
 // print lists the calls per method, and per unit of work (n of them).
@@ -77,7 +84,7 @@ func (c *rpcCalls) print(n int) {
 	sort.Strings(methods)
 	fmt.Printf("  json-rpc: %d HTTP requests (%.2f per send)\n", c.posts, float64(c.posts)/float64(n))
 	for _, m := range methods {
-		fmt.Printf("    %-28s %6d  %.2f per send  %6.1f ms each\n", m, c.count[m], float64(c.count[m])/float64(n),
-			float64(c.took[m].Microseconds())/1000/float64(max(c.count[m], 1)))
+		fmt.Printf("    %-28s %6d  %.2f per send  %6.1f ms each  in %d requests\n", m, c.count[m], float64(c.count[m])/float64(n),
+			float64(c.took[m].Microseconds())/1000/float64(max(c.count[m], 1)), c.reqs[m])
 	}
 }

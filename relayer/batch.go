@@ -253,13 +253,14 @@ func (r *Relayer) afterBatch(ctx context.Context, s *firstSend) error {
 
 // landedNowFor bounds how long a first broadcast waits for its receipt (at
 // most the poll interval), and landedNowPause is the pause before the first
-// look, doubled before each next one. A node that mines at once (a dev
-// chain) has the receipts a few milliseconds after it accepts; on a chain
-// with blocks seconds apart this costs two or three receipt calls per
-// batch.
+// look, doubled before each next one (looks 1, 3, 7 and 15 ms after the
+// node's answer). A node that mines at once (a dev chain) has the receipts
+// a millisecond or two after it accepts, and every millisecond here is one
+// the wallet's next batch waits; on a chain with blocks seconds apart this
+// costs four receipt calls per batch (three with a first pause of 3 ms).
 const (
 	landedNowFor   = 30 * time.Millisecond
-	landedNowPause = 3 * time.Millisecond
+	landedNowPause = time.Millisecond
 )
 
 // landedNow looks for the receipts of sends the node just accepted, in the

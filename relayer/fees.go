@@ -50,21 +50,35 @@ type quote struct {
 }
 
 // market returns what the chain asks for now (a quote at most marketTTL
-// old, raised to the minimum its node stated lately, see learnMinimum),
-// with gasLimit.
+// old, one question for every concurrent caller, raised to the minimum its
+// node stated lately, see learnMinimum), with gasLimit.
 func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimit uint64) (fees, error) {
 	r.mu.Lock()
 	q, ok := r.quotes[chainID]
 	r.mu.Unlock()
 	if !ok || time.Since(q.at) > marketTTL {
-		f, err := market(ctx, b)
-		if err != nil {
-			return fees{}, err
+		// Concurrent sends share one question (a burst would otherwise
+		// ask once per worker before the first answer is cached).
+		ask := r.asking.DoChan(fmt.Sprintf("quote/%d", chainID), func() (any, error) {
+			f, err := market(ctx, b)
+			if err != nil {
+				return nil, err
+			}
+			q := quote{at: time.Now(), f: f}
+			r.mu.Lock()
+			r.quotes[chainID] = q
+			r.mu.Unlock()
+			return q, nil
+		})
+		select {
+		case res := <-ask:
+			if res.Err != nil {
+				return fees{}, res.Err
+			}
+			q = res.Val.(quote)
+		case <-ctx.Done():
+			return fees{}, ctx.Err()
 		}
-		q = quote{at: time.Now(), f: f}
-		r.mu.Lock()
-		r.quotes[chainID] = q
-		r.mu.Unlock()
 	}
 	f := q.f.atLeast(r.minimumPrice(chainID))
 	f.GasLimit = gasLimit

@@ -32,25 +32,28 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	if err != nil {
 		return err
 	}
-	l, err := r.landed(ctx, b, row, bs)
-	if err != nil {
-		return r.later(ctx, row.TxID, job.ID, err)
+	// A send in the mempool asks the node for its receipts and nonce only
+	// when a block came since it last asked: one head read, shared by every
+	// send on the network, stands in for two calls per send and poll.
+	head, headErr := r.chainHead(ctx, b, uint64(row.ChainID))
+	used, same := uint64(0), false
+	if headErr == nil && row.Status == store.RelayerInMempool {
+		used, same = r.unchanged(row.TxID, head, len(bs))
 	}
-	if l != nil {
-		return r.mined(ctx, job, row, l)
-	}
-	used, err := b.NonceAt(ctx, w.Address(), nil)
-	if err != nil {
-		return r.later(ctx, row.TxID, job.ID, fmt.Errorf("nonce: %w", err))
-	}
-	if used > nonce {
-		// Look again: a hash of ours may have been mined between the two
-		// lookups, and must never be taken for someone else's.
-		if l, err = r.landed(ctx, b, row, bs); err != nil {
+	if !same {
+		l, u, err := r.look(ctx, w, b, row, bs)
+		if err != nil {
 			return r.later(ctx, row.TxID, job.ID, err)
 		}
 		if l != nil {
+			r.forget(row.TxID)
 			return r.mined(ctx, job, row, l)
+		}
+		if used = u; headErr == nil && used <= nonce {
+			// head was read before the look; a read that starts after
+			// the look ended and finds the same block proves the chain
+			// did not move across it.
+			r.looked(row.TxID, lastLook{head: head.hash, broadcasts: len(bs), used: used, at: time.Now()})
 		}
 	}
 	if row.Status == store.RelayerMined {
@@ -110,6 +113,27 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		return r.sendAndSnooze(ctx, job, w, b, row, cur.Kind, signed)
 	}
 	return river.JobSnooze(r.cfg.PollInterval)
+}
+
+// look finds a canonical receipt of any of the send's broadcasts, else
+// the wallet's nonce used on chain.
+func (r *Relayer) look(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, bs []store.RelayerBroadcast) (*landing, uint64, error) {
+	l, err := r.landed(ctx, b, row, bs)
+	if err != nil || l != nil {
+		return l, 0, err
+	}
+	used, err := b.NonceAt(ctx, w.Address(), nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("nonce: %w", err)
+	}
+	if used > uint64(*row.Nonce) {
+		// Look again: a hash of ours may have been mined between the two
+		// lookups, and must never be taken for someone else's.
+		if l, err = r.landed(ctx, b, row, bs); err != nil || l != nil {
+			return l, used, err
+		}
+	}
+	return nil, used, nil
 }
 
 // landing is a receipt of one of a send's broadcasts in a block of the

@@ -139,9 +139,14 @@ type Relayer struct {
 	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
 	synced   map[walletChain]time.Time  // see chainPending
 	queues   map[walletChain]*sendQueue // see firstSend
+	// estimates are the eth_estimateGas calls waiting for a request, by
+	// chain id (see estimateGas).
+	estimates map[uint64]*estimateQueue
+	heads     map[uint64]headSeen    // by chain id; see chainHead
+	looks     map[uuid.UUID]lastLook // sends' last polls; see unchanged
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
 	batchSizes map[uint64]*rpcbatch.Size
-	asking     singleflight.Group // see chainPending
+	asking     singleflight.Group // shared questions: see chainPending, chainHead, market
 }
 
 // New builds a Relayer. Its River jobs are inserted through an insert-only
@@ -152,7 +157,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
-		queues: map[walletChain]*sendQueue{}, batchSizes: map[uint64]*rpcbatch.Size{}}
+		queues: map[walletChain]*sendQueue{}, estimates: map[uint64]*estimateQueue{}, heads: map[uint64]headSeen{}, looks: map[uuid.UUID]lastLook{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

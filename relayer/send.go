@@ -97,7 +97,7 @@ func (r *Relayer) broadcastQueued(ctx context.Context, job *river.Job[SendArgs],
 	if err != nil {
 		return false, nil
 	}
-	sim, err := estimate(ctx, b, callMsg(row))
+	sim, err := r.estimate(ctx, b, uint64(row.ChainID), callMsg(row))
 	if err != nil || sim.Failed() {
 		return false, nil
 	}
@@ -175,7 +175,7 @@ func (r *Relayer) broadcast(ctx context.Context, job *river.Job[SendArgs], w *Wa
 	case row.ExpiresAt != nil && time.Now().After(*row.ExpiresAt):
 		return finish(ctx, r, job, row, store.RelayerFinal{Status: store.RelayerExpired, Error: "deadline passed before broadcast"})
 	}
-	sim, err := estimate(ctx, b, callMsg(row))
+	sim, err := r.estimate(ctx, b, uint64(row.ChainID), callMsg(row))
 	if err != nil {
 		return r.later(ctx, row.TxID, job.ID, err)
 	}

@@ -52,7 +52,7 @@ func (r *Relayer) Simulate(ctx context.Context, req Request) (*Simulation, error
 		return nil, err
 	}
 	msg := ethereum.CallMsg{From: w.Address(), To: &req.To, Value: req.Value, Data: req.Data}
-	sim, err := estimate(ctx, b, msg)
+	sim, err := r.estimate(ctx, b, req.ChainID, msg)
 	if err != nil || sim.Failed() {
 		return sim, err
 	}
@@ -67,10 +67,11 @@ func (r *Relayer) Simulate(ctx context.Context, req Request) (*Simulation, error
 	return sim, nil
 }
 
-// estimate runs eth_estimateGas and sorts its error: a revert or a refusal
-// no retry fixes becomes a failed Simulation, anything else an error.
-func estimate(ctx context.Context, b Backend, msg ethereum.CallMsg) (*Simulation, error) {
-	gas, err := b.EstimateGas(ctx, msg)
+// estimate runs eth_estimateGas (see estimateGas) and sorts its error: a
+// revert or a refusal no retry fixes becomes a failed Simulation, anything
+// else an error.
+func (r *Relayer) estimate(ctx context.Context, b Backend, chainID uint64, msg ethereum.CallMsg) (*Simulation, error) {
+	gas, err := r.estimateGas(ctx, b, chainID, msg)
 	if err == nil {
 		return &Simulation{GasEstimate: gas}, nil
 	}
