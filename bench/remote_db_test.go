@@ -207,7 +207,7 @@ func idleTurnsPerSecond(p *latencyProxy) float64 {
 func remoteSendTurns(b *testing.B) float64 {
 	var proxy *latencyProxy
 	var turns float64
-	rate := relayerSendRateVia(b, func(url string) string {
+	rate := relayerSendRateVia(b, queueInOneTx, func(url string) string {
 		p, far := startLatencyProxy(b, url, remoteRTT)
 		proxy = p
 		return far
