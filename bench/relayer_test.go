@@ -168,14 +168,20 @@ func relayerSendRate(b *testing.B, q sendQueueing) float64 { return relayerSendR
 // set, is called once every send is confirmed, with the time it took.
 func relayerSendRateVia(b *testing.B, q sendQueueing, via func(url string) string, after ...func(time.Duration)) float64 {
 	ctx := context.Background()
+	// Each round's node and connections go when its pass ends (the
+	// cleanups would keep them all to the benchmark's end, and three
+	// passes a round of 60-connection pools exhaust Postgres).
 	node := anviltest.Start(b, anviltest.Options{})
+	defer node.Stop()
 	eth := node.Client()
 	trace := &stmtTimes{}
 	url := storetest.URL(b)
 	pool := tracedPoolAt(b, url, trace)
+	defer pool.Close()
 	direct := pool
 	if via != nil {
 		pool = tracedPoolAt(b, via(url), trace)
+		defer pool.Close()
 	}
 	network := relayer.Backend(eth)
 	var calls *rpcCalls
@@ -285,6 +291,7 @@ func unconfirmed(b *testing.B, pool *pgxpool.Pool) []string {
 func rawSendRate(b *testing.B) float64 {
 	ctx := context.Background()
 	node := anviltest.Start(b, anviltest.Options{})
+	defer node.Stop()
 	eth := node.Client()
 	to := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
 	signer := types.LatestSignerForChainID(big.NewInt(anviltest.ChainID))
