@@ -50,19 +50,25 @@ const (
 // and poll for the receipt, the same number of transfers, one goroutine
 // per wallet.
 //
-// The relayer is measured two ways in each round. The target row queues
-// the sends as the engine does (jobs/step_send.go: each send in its own
-// step's transaction, from relayerWorkers concurrent workers), so the
-// relayer works while sends are still being queued. The informational
-// row queues all of them in one transaction, committed before the relayer
-// sees any: that pattern pays for the whole queue serially up front.
+// The relayer is measured three ways in each round. The target row
+// queues the sends as the engine does (jobs/step_send.go: each send in its
+// own step's transaction, from relayerWorkers concurrent workers), so the
+// relayer works while sends are still being queued. Two informational
+// rows: all of them queued in one transaction, committed before the
+// relayer sees any (that pattern pays for the whole queue serially up
+// front; the figure of earlier sessions), and each queued from a River
+// job of the relayer's own client, so queueing and sending share its
+// relayerWorkers workers as they share the engine's.
 //
-// The three alternate for benchRounds rounds (RFLOW_BENCH_ROUNDS to change
+// They alternate for benchRounds rounds (RFLOW_BENCH_ROUNDS to change
 // it), so machine noise hits them alike; the figures printed are the
 // medians, and each ratio is the median of its rounds' ratios against the
 // same round's baseline.
 func BenchmarkRelayerConfirmedSends(b *testing.B) {
-	var engineRates, oneTxRates, rawRates, ratios, oneTxRatios []float64
+	modes := []sendQueueing{queueLikeEngine, queueInOneTx, queueFromJobs}
+	rates := make([][]float64, len(modes))  // by mode
+	ratios := make([][]float64, len(modes)) // against the same round's baseline
+	var rawRates []float64
 	rounds := benchRounds
 	if n, err := strconv.Atoi(os.Getenv("RFLOW_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
@@ -70,31 +76,36 @@ func BenchmarkRelayerConfirmedSends(b *testing.B) {
 	for range b.N {
 		for i := range rounds {
 			raw := rawSendRate(b)
-			// The two relayer passes take turns going first, so neither
-			// always follows the baseline.
-			var eng, one float64
-			if i%2 == 0 {
-				eng, one = relayerSendRate(b, queueLikeEngine), relayerSendRate(b, queueInOneTx)
-			} else {
-				one, eng = relayerSendRate(b, queueInOneTx), relayerSendRate(b, queueLikeEngine)
+			rawRates = append(rawRates, raw)
+			// The relayer passes take turns going first, so none always
+			// follows the baseline.
+			for k := range modes {
+				m := (i + k) % len(modes)
+				rate := relayerSendRate(b, modes[m])
+				rates[m], ratios[m] = append(rates[m], rate), append(ratios[m], rate/raw)
 			}
-			engineRates, oneTxRates, rawRates = append(engineRates, eng), append(oneTxRates, one), append(rawRates, raw)
-			ratios, oneTxRatios = append(ratios, eng/raw), append(oneTxRatios, one/raw)
-			fmt.Printf("  round: relayer %.0f sends/s (queued as the engine does), %.0f (in one transaction), raw %.0f sends/s, ratios %.2f and %.2f\n",
-				eng, one, raw, eng/raw, one/raw)
+			fmt.Printf("  round: raw %.0f sends/s;", raw)
+			for m, q := range modes {
+				fmt.Printf(" relayer %s %.0f (%.2f);", q, rates[m][len(rates[m])-1], ratios[m][len(ratios[m])-1])
+			}
+			fmt.Println()
 		}
 	}
-	relayerRate, oneTxRate, rawRate := median(engineRates), median(oneTxRates), median(rawRates)
-	ratio, oneTxRatio := median(ratios), median(oneTxRatios)
-	b.ReportMetric(relayerRate, "relayer-sends/s")
-	b.ReportMetric(oneTxRate, "relayer-one-tx-sends/s")
+	rawRate := median(rawRates)
 	b.ReportMetric(rawRate, "raw-sends/s")
-	b.ReportMetric(ratio, "ratio")
-	b.ReportMetric(oneTxRatio, "one-tx-ratio")
-	summary.addRatio("confirmed sends/s: relayer (queued as the engine does) / raw go-ethereum", relayerRate, rawRate, ratio, 0.8)
-	summary.addRatio("confirmed sends/s: relayer (all queued in one transaction) / raw", oneTxRate, rawRate, oneTxRatio, 0)
-	fmt.Printf("relayer confirmed sends/s: %.0f queued as the engine does, %.0f queued in one transaction; raw sign+send+receipt/s: %.0f; ratios: %.2f and %.2f  (%d sends, %d wallets, %d rounds)\n",
-		relayerRate, oneTxRate, rawRate, ratio, oneTxRatio, relayerSends, relayerWallets, len(ratios))
+	b.ReportMetric(median(rates[0]), "relayer-sends/s")
+	b.ReportMetric(median(ratios[0]), "ratio")
+	b.ReportMetric(median(rates[1]), "relayer-one-tx-sends/s")
+	b.ReportMetric(median(ratios[1]), "one-tx-ratio")
+	b.ReportMetric(median(rates[2]), "relayer-from-jobs-sends/s")
+	b.ReportMetric(median(ratios[2]), "from-jobs-ratio")
+	summary.addRatio("confirmed sends/s: relayer (queued as the engine does) / raw go-ethereum", median(rates[0]), rawRate, median(ratios[0]), 0.8)
+	summary.addRatio("confirmed sends/s: relayer (all queued in one transaction) / raw", median(rates[1]), rawRate, median(ratios[1]), 0)
+	summary.addRatio("confirmed sends/s: relayer (queued from River jobs) / raw", median(rates[2]), rawRate, median(ratios[2]), 0)
+	fmt.Printf("raw sign+send+receipt/s: %.0f  (%d sends, %d wallets, %d rounds)\n", rawRate, relayerSends, relayerWallets, len(rawRates))
+	for m, q := range modes {
+		fmt.Printf("relayer confirmed sends/s, %s: %.0f  ratio: %.2f\n", q, median(rates[m]), median(ratios[m]))
+	}
 }
 
 // sendQueueing is how a relayer pass queues its sends.
@@ -107,24 +118,60 @@ const (
 	// queueLikeEngine queues each send in a transaction of its own from
 	// relayerWorkers goroutines, as the engine's send steps do.
 	queueLikeEngine
+	// queueFromJobs queues each send from a River job of the relayer's
+	// own client, in the transaction that completes the job: the engine's
+	// send step, whose workers are the relayer's (one queue, one client,
+	// relayerWorkers in all).
+	queueFromJobs
 )
 
 func (q sendQueueing) String() string {
-	if q == queueLikeEngine {
+	switch q {
+	case queueLikeEngine:
 		return "queued as the engine does"
+	case queueFromJobs:
+		return "queued from River jobs"
 	}
 	return "queued in one transaction"
 }
 
-// queueSends queues the benchmark's sends the way q says.
-func queueSends(ctx context.Context, pool *pgxpool.Pool, r *relayer.Relayer, q sendQueueing) error {
-	to := common.HexToAddress("0x000000000000000000000000000000000000bEEF")
-	queue := func(tx pgx.Tx, i int) error {
-		_, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: fmt.Sprintf("bench:%d", i),
-			Wallet: fmt.Sprint("w", i%relayerWallets), ChainID: anviltest.ChainID, To: to, Value: big.NewInt(1)})
+// queueOne queues the benchmark's send i in tx.
+func queueOne(ctx context.Context, tx pgx.Tx, r *relayer.Relayer, i int) error {
+	_, _, err := r.QueueTx(ctx, tx, relayer.Request{ExternalID: fmt.Sprintf("bench:%d", i),
+		Wallet: fmt.Sprint("w", i%relayerWallets), ChainID: anviltest.ChainID,
+		To: common.HexToAddress("0x000000000000000000000000000000000000bEEF"), Value: big.NewInt(1)})
+	return err
+}
+
+// queueStepArgs is a job that queues send I (queueFromJobs).
+type queueStepArgs struct {
+	I int `json:"i"`
+}
+
+func (queueStepArgs) Kind() string { return "bench.queue_send" }
+
+type queueStepWorker struct {
+	river.WorkerDefaults[queueStepArgs]
+	pool *pgxpool.Pool
+	r    *relayer.Relayer
+}
+
+func (w *queueStepWorker) Work(ctx context.Context, job *river.Job[queueStepArgs]) error {
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := queueOne(ctx, tx, w.r, job.Args.I); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
-	}
-	if q == queueInOneTx {
+	})
+}
+
+// queueSends queues the benchmark's sends the way q says (queueFromJobs:
+// it inserts the jobs that will).
+func queueSends(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pgx.Tx], r *relayer.Relayer, q sendQueueing) error {
+	queue := func(tx pgx.Tx, i int) error { return queueOne(ctx, tx, r, i) }
+	switch q {
+	case queueInOneTx:
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			for i := range relayerSends {
 				if err := queue(tx, i); err != nil {
@@ -133,6 +180,13 @@ func queueSends(ctx context.Context, pool *pgxpool.Pool, r *relayer.Relayer, q s
 			}
 			return nil
 		})
+	case queueFromJobs:
+		params := make([]river.InsertManyParams, relayerSends)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: queueStepArgs{I: i}}
+		}
+		_, err := client.InsertMany(ctx, params)
+		return err
 	}
 	next := make(chan int, relayerSends)
 	for i := range relayerSends {
@@ -211,6 +265,7 @@ func relayerSendRateVia(b *testing.B, q sendQueueing, via func(url string) strin
 	require.NoError(b, err)
 	workers := river.NewWorkers()
 	r.AddWorkers(workers)
+	river.AddWorker(workers, &queueStepWorker{pool: pool, r: r})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:        "river",
 		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: relayerWorkers}},
@@ -239,7 +294,7 @@ func relayerSendRateVia(b *testing.B, q sendQueueing, via func(url string) strin
 		warmPool(b, pool)
 	}
 	start := time.Now()
-	require.NoError(b, queueSends(ctx, pool, r, q))
+	require.NoError(b, queueSends(ctx, pool, client, r, q))
 	queued := time.Since(start)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
