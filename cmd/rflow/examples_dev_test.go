@@ -159,7 +159,9 @@ func TestDevRunsApprovalsExample(t *testing.T) {
 	out, stderr, code := typed("approvals", "list", "--status", "pending")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, approval)
-	require.Contains(t, dev.String(), `approve="rflow approve `+approval+`"`, "the live view prints the command typed here")
+	// The live view polls the journal: its line comes a moment after the gate.
+	require.Eventually(t, func() bool { return strings.Contains(dev.String(), `approve="rflow approve `+approval+`"`) },
+		10*time.Second, 100*time.Millisecond, "the live view prints the command typed here")
 	out, stderr, code = typed("runs", "show", run, "-o", "json")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"status": "waiting_approval"`)

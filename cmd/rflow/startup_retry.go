@@ -35,6 +35,7 @@ const startupGrace = 2 * time.Second
 // project's registration, the deploy), so starting again is safe.
 func runEngine(ctx context.Context, o engineOptions) error {
 	ready := o.ready
+	first := o.outage.count()
 	for attempt := 1; ; attempt++ {
 		up := false
 		once := o
@@ -46,7 +47,13 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		}
 		seen := o.outage.count()
 		err := runEngineOnce(ctx, once)
-		if err == nil || up || ctx.Err() != nil || !o.outage.interrupted(ctx, seen, err) {
+		if err == nil || up || ctx.Err() != nil {
+			return err
+		}
+		// A connection that lost its server before an outage of this
+		// start-up sequence was over can still be idle in the pool and
+		// fail the next attempt: that is the same outage.
+		if !o.outage.interrupted(ctx, seen, err) && (o.outage.count() == first || !connectionLost(err)) {
 			return err
 		}
 		if attempt == startupAttempts {
@@ -55,6 +62,9 @@ func runEngine(ctx context.Context, o engineOptions) error {
 		if err := o.outage.awaitBack(ctx, o.fatal); err != nil || ctx.Err() != nil {
 			return err
 		}
+		// Connections opened before the server went down are dead; the
+		// next attempt opens fresh ones.
+		o.db.Pool.Reset()
 		o.say(fmt.Sprintf("start-up interrupted: the embedded postgres went down; starting again (attempt %d of %d)",
 			attempt+1, startupAttempts))
 	}
