@@ -177,6 +177,11 @@ type engineSteps struct {
 	// no job carries a step further (step_carry.go).
 	inlineCap int
 	stopping  atomic.Bool
+	// carryOK is whether every registered process knows carriers
+	// (checkCarriers): while a process of an older version runs, no step
+	// is carried.
+	carryOK      atomic.Bool
+	carryChecked atomic.Bool
 }
 
 // engineRelayer is the embedded relayer the sends go through (nil for an
@@ -378,6 +383,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.Recover(ctx); err != nil {
 		return err
 	}
+	e.checkCarriers(ctx)
 	if err := e.client.Start(ctx); err != nil {
 		return fmt.Errorf("start river: %w", err)
 	}
@@ -471,6 +477,7 @@ func (e *Engine) watchNodes(ctx context.Context) {
 		if err := e.rescueDeadNodes(ctx); err != nil && ctx.Err() == nil {
 			e.logger.Warn("rescue dead nodes", "err", err)
 		}
+		e.checkCarriers(ctx)
 	}
 }
 

@@ -92,7 +92,7 @@ func (a *advance) pickCarried() {
 	if err != nil || n == nil || len(items) > 0 || !a.e.kindOf(n.step.Kind).inline {
 		return
 	}
-	if c.left <= 0 || a.e.stopping.Load() {
+	if c.left <= 0 || a.e.stopping.Load() || !a.e.carryOK.Load() {
 		return
 	}
 	if !c.deadline.IsZero() && time.Until(c.deadline) < a.e.stepJobTimeout(n.step) {
@@ -175,4 +175,30 @@ func (e *Engine) handOver(ctx context.Context, x *carriedStep) error {
 	}
 	e.logger.Debug("carried step handed over to a job of its own", "run", x.run.ID, "step", x.step.Key, "carrier", x.job.ID)
 	return nil
+}
+
+// checkCarriers sets whether steps may be carried: only while every
+// registered process knows carriers (store.NodesKnowCarriers). Start checks
+// before River starts and watchNodes every second after, so a process of an
+// older version that registers stops the carrying within a second, and it
+// resumes once that process has stopped or been found dead. A failed check
+// changes nothing.
+func (e *Engine) checkCarriers(ctx context.Context) {
+	if e.inlineCap == 0 {
+		return
+	}
+	ok, err := store.NodesKnowCarriers(ctx, e.pool)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.logger.Warn("check for processes of an older version", "err", err)
+		}
+		return
+	}
+	first := !e.carryChecked.Swap(true)
+	switch was := e.carryOK.Swap(ok); {
+	case !ok && (was || first):
+		e.logger.Info("a process of an older rflow version shares the database: steps are not carried inline until it stops")
+	case ok && !was && !first:
+		e.logger.Info("every process sharing the database knows carriers again: steps are carried inline")
+	}
 }

@@ -428,3 +428,45 @@ func TestOrphanedRunHoldsItsCarriedStep(t *testing.T) {
 	require.Equal(t, store.StepQueued, steps["b"].Status)
 	require.Nil(t, steps["c"])
 }
+
+// TestOlderProcessStopsCarrying: while a process of an older version
+// (registered without knows_carriers) shares the database, no step is
+// carried, since its repair scan would enqueue a carried step a second
+// time; once it is gone, carrying resumes within a second.
+func TestOlderProcessStopsCarrying(t *testing.T) {
+	t.Parallel()
+	g := newGate(t)
+	b, _ := carryBundle(t, carryChain, g, jobs.Config{NodeGrace: time.Minute})
+	ctx := context.Background()
+
+	id := b.manual(t, "chain", "before", nil)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
+	require.Len(t, stepJobs(t, b.pool, id), 1, "carried while every process knows carriers")
+
+	// An older process registers as it did before migration 046: the
+	// column keeps its default. It is alive (this test's own pid and host).
+	var host string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT host_identity FROM rflow.nodes LIMIT 1`).Scan(&host))
+	_, err := b.pool.Exec(ctx, `INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers)
+		VALUES (nextval('rflow.nodes_id_seq'), 'older', 'older', $1, $2, 't', true)`, os.Getpid(), host)
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond) // a liveness round
+
+	id = b.manual(t, "chain", "during", nil)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
+	steps := b.steps(t, id)
+	require.Len(t, stepJobs(t, b.pool, id), 3, "a job per step while an older process runs")
+	for _, k := range []string{"a", "b", "c"} {
+		require.Nil(t, steps[k].CarrierJob, k)
+	}
+
+	_, err = b.pool.Exec(ctx, `DELETE FROM rflow.nodes WHERE client_id = 'older'`)
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond)
+	id = b.manual(t, "chain", "after", nil)
+	require.Equal(t, store.RunCompleted, b.waitRun(t, id).Status)
+	require.Len(t, stepJobs(t, b.pool, id), 1, "carried again once the older process is gone")
+	for _, p := range []string{"/a", "/b", "/c"} {
+		require.Equal(t, 3, g.count(p), p)
+	}
+}

@@ -7,3 +7,9 @@
 -- both journals share their column list.
 ALTER TABLE rflow.step_runs ADD COLUMN carrier_job bigint;
 ALTER TABLE rflow.reorg_step_runs ADD COLUMN carrier_job bigint;
+
+-- Whether a process knows carriers. A process of an older version does not:
+-- its repair scan would take a carried step for one whose job was lost and
+-- enqueue it, so no process carries while such a process is registered. Its
+-- rows, and rows it inserts after this migration, get the default.
+ALTER TABLE rflow.nodes ADD COLUMN knows_carriers boolean NOT NULL DEFAULT false;

@@ -33,3 +33,16 @@ func HandOverStep(ctx context.Context, tx pgx.Tx, runID uuid.UUID, key string, j
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// NodesKnowCarriers reports whether every process registered in
+// rflow.nodes knows carriers (knows_carriers, migration 046). A process of
+// an older version registers without it, and its repair scan would enqueue
+// a step while another process carries it: no step may be carried while
+// one is registered.
+func NodesKnowCarriers(ctx context.Context, db DBTX) (bool, error) {
+	var all bool
+	if err := db.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM rflow.nodes WHERE NOT knows_carriers)`).Scan(&all); err != nil {
+		return false, fmt.Errorf("check that every process knows carriers: %w", err)
+	}
+	return all, nil
+}

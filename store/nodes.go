@@ -92,8 +92,8 @@ func (n *Node) lockAndUpsert(ctx context.Context, tx pgx.Tx) (bool, error) {
 	}
 	var inserted bool
 	err := tx.QueryRow(ctx, `
-		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers, console_url)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO rflow.nodes (id, client_id, hostname, pid, host_identity, project, triggers, console_url, knows_carriers)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, true)
 		ON CONFLICT (id) DO UPDATE SET seen_at = now(), suspect_since = NULL
 		RETURNING xmax = 0`, n.ID, n.ClientID, n.host, os.Getpid(), hostIdentity(), n.role.Project, !n.role.WorkersOnly,
 		n.role.Console).Scan(&inserted)
