@@ -39,10 +39,6 @@ type firstSend struct {
 	pending uint64
 	asked   time.Time
 
-	// lead wakes a waiting job: true to lead the next batch, false when
-	// its batch is done and the fields below are set.
-	lead chan bool
-
 	err      error              // the batch failed for this send; the job returns it
 	assigned *store.RelayerTx   // the send with its nonce; nil: none given
 	signed   *types.Transaction // its bytes, recorded
@@ -52,59 +48,13 @@ type firstSend struct {
 	settled  bool     // the batch wrote its outcome: final, or in the mempool (no landing)
 }
 
-// sendQueue is the first broadcasts of one wallet on one network waiting
-// for a batch; busy while one runs. Guarded by Relayer.mu.
-type sendQueue struct {
-	busy    bool
-	waiting []*firstSend
-}
-
-// firstBroadcast takes s through its wallet's next batch, leading it if no
-// batch is running, and then does what the batch left to s's job.
+// firstBroadcast takes s through its wallet's next batch (Relayer.batches),
+// leading it if no batch is running, and then does what the batch left to
+// s's job.
 func (r *Relayer) firstBroadcast(ctx context.Context, s *firstSend) error {
 	key := walletChain{s.w.Address(), uint64(s.row.ChainID)}
-	s.lead = make(chan bool, 1)
-	r.mu.Lock()
-	q := r.queues[key]
-	if q == nil {
-		q = &sendQueue{}
-		r.queues[key] = q
-	}
-	q.waiting = append(q.waiting, s)
-	lead := !q.busy
-	q.busy = true
-	r.mu.Unlock()
-	// A waiting job waits whatever its context: the batch writes its send,
-	// and the leader's context bounds the batch.
-	if lead || <-s.lead {
-		r.leadBatch(ctx, key, q)
-	}
+	r.batches.join(key, s, maxBatch, func(batch []*firstSend) { r.runBatch(ctx, batch) })
 	return r.afterBatch(ctx, s)
-}
-
-// leadBatch runs the next batch of q (it holds the leader's own send: a
-// queue's first waiting send is the one woken to lead), then wakes the
-// batch's other jobs and hands the lead to the first send still waiting.
-func (r *Relayer) leadBatch(ctx context.Context, key walletChain, q *sendQueue) {
-	r.mu.Lock()
-	n := min(len(q.waiting), maxBatch)
-	batch := slices.Clone(q.waiting[:n])
-	q.waiting = slices.Delete(q.waiting, 0, n)
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		if len(q.waiting) > 0 {
-			q.waiting[0].lead <- true
-		} else {
-			q.busy = false
-			delete(r.queues, key)
-		}
-		r.mu.Unlock()
-		for _, s := range batch[1:] {
-			s.lead <- false
-		}
-	}()
-	r.runBatch(ctx, batch)
 }
 
 // runBatch is a batch's shared work, in a single send's order.

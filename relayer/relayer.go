@@ -135,13 +135,14 @@ type Relayer struct {
 	schema string
 
 	mu       sync.Mutex
-	quotes   map[uint64]quote           // fee quotes by chain id, reused for marketTTL
-	minimums map[uint64]learned         // minimum prices nodes stated, by chain id; see learnMinimum
-	synced   map[walletChain]time.Time  // see chainPending
-	queues   map[walletChain]*sendQueue // see firstSend
-	// estimates are the eth_estimateGas calls waiting for a request, by
-	// chain id (see estimateGas).
-	estimates map[uint64]*estimateQueue
+	quotes   map[uint64]quote          // fee quotes by chain id, reused for marketTTL
+	minimums map[uint64]learned        // minimum prices nodes stated, by chain id; see learnMinimum
+	synced   map[walletChain]time.Time // see chainPending
+	// batches gathers first broadcasts by wallet and network (see
+	// firstSend), estimates eth_estimateGas calls by chain id (see
+	// estimateGas).
+	batches   leaders[walletChain, *firstSend]
+	estimates leaders[uint64, *estimateCall]
 	heads     map[uint64]headSeen    // by chain id; see chainHead
 	looks     map[uuid.UUID]lastLook // sends' last polls; see unchanged
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
@@ -157,7 +158,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
-		queues: map[walletChain]*sendQueue{}, estimates: map[uint64]*estimateQueue{}, heads: map[uint64]headSeen{}, looks: map[uuid.UUID]lastLook{}, batchSizes: map[uint64]*rpcbatch.Size{}}
+		heads: map[uint64]headSeen{}, looks: map[uuid.UUID]lastLook{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
