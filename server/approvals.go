@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,13 +126,8 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request)  { s.decide(w, r
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		var req decisionRequest
-		if len(bytes.TrimSpace(cmd.Body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(cmd.Body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil || dec.More() {
-				return 0, nil, &apiError{status: http.StatusBadRequest, code: "malformed_json",
-					message: fmt.Sprintf("the body must be a JSON object {\"by\": \"…\", \"reason\": \"…\"}: %v", orTrailing(err))}
-			}
+		if aerr := decodeBody(cmd.Body, &req, `a JSON object {"by": "…", "reason": "…"}`); aerr != nil {
+			return 0, nil, aerr
 		}
 		ref, aerr := approvalRef(r)
 		if aerr != nil {

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/rflow-dev/rflow/store"
@@ -21,15 +18,9 @@ type reasonRequest struct {
 // a misspelt field is refused rather than dropped, so a reason never
 // vanishes silently.
 func readReason(body []byte) (string, *apiError) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return "", nil
-	}
 	var req reasonRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		return "", &apiError{status: http.StatusBadRequest, code: "malformed_json",
-			message: fmt.Sprintf("the body must be empty or a JSON object {\"reason\": \"…\"}: %v", orTrailing(err))}
+	if aerr := decodeBody(body, &req, `empty or a JSON object {"reason": "…"}`); aerr != nil {
+		return "", aerr
 	}
 	if req.Reason == nil {
 		return "", nil

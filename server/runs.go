@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,13 +53,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s.command(w, r, clientRetention, func(ctx context.Context, tx pgx.Tx, cmd commandRequest) (int, any, error) {
 		var req startRunRequest
-		if len(bytes.TrimSpace(cmd.Body)) > 0 {
-			dec := json.NewDecoder(bytes.NewReader(cmd.Body))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&req); err != nil || dec.More() {
-				return 0, nil, &apiError{status: http.StatusBadRequest, code: "malformed_json",
-					message: fmt.Sprintf("the body must be a JSON object {\"input\": …, \"key\": \"…\"}: %v", orTrailing(err))}
-			}
+		if aerr := decodeBody(cmd.Body, &req, `a JSON object {"input": …, "key": "…"}`); aerr != nil {
+			return 0, nil, aerr
 		}
 		key := req.Key
 		if key == "" {
@@ -136,13 +130,6 @@ func (s *Server) startableWorkflow(ctx context.Context, name string) (*workflow.
 		return nil, fmt.Errorf("workflow %s: %w", name, err)
 	}
 	return wf, nil
-}
-
-func orTrailing(err error) error {
-	if err == nil {
-		return fmt.Errorf("unexpected data after the object")
-	}
-	return err
 }
 
 // runListResponse is a page of runs, newest first.
