@@ -59,10 +59,11 @@ func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimi
 	if !ok || time.Since(q.at) > marketTTL {
 		// Concurrent sends share one question (a burst would otherwise
 		// ask once per worker before the first answer is cached).
-		ask := r.asking.DoChan(fmt.Sprintf("quote/%d", chainID), func() (any, error) {
+		var err error
+		q, err = askShared(ctx, &r.asking, fmt.Sprintf("quote/%d", chainID), func() (quote, error) {
 			f, err := market(ctx, b)
 			if err != nil {
-				return nil, err
+				return quote{}, err
 			}
 			q := quote{at: time.Now(), f: f}
 			r.mu.Lock()
@@ -70,14 +71,8 @@ func (r *Relayer) market(ctx context.Context, chainID uint64, b Backend, gasLimi
 			r.mu.Unlock()
 			return q, nil
 		})
-		select {
-		case res := <-ask:
-			if res.Err != nil {
-				return fees{}, res.Err
-			}
-			q = res.Val.(quote)
-		case <-ctx.Done():
-			return fees{}, ctx.Err()
+		if err != nil {
+			return fees{}, err
 		}
 	}
 	f := q.f.atLeast(r.minimumPrice(chainID))

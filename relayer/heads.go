@@ -40,11 +40,11 @@ func (r *Relayer) chainHead(ctx context.Context, b Backend, chainID uint64) (hea
 	if ok && time.Since(h.at) < r.cfg.PollInterval/2 {
 		return h, nil
 	}
-	ask := r.asking.DoChan(fmt.Sprintf("head/%d", chainID), func() (any, error) {
+	return askShared(ctx, &r.asking, fmt.Sprintf("head/%d", chainID), func() (headSeen, error) {
 		at := time.Now()
 		head, err := b.HeaderByNumber(ctx, nil)
 		if err != nil {
-			return nil, fmt.Errorf("head: %w", err)
+			return headSeen{}, fmt.Errorf("head: %w", err)
 		}
 		h := headSeen{hash: head.Hash(), at: at}
 		r.mu.Lock()
@@ -52,15 +52,6 @@ func (r *Relayer) chainHead(ctx context.Context, b Backend, chainID uint64) (hea
 		r.mu.Unlock()
 		return h, nil
 	})
-	select {
-	case res := <-ask:
-		if res.Err != nil {
-			return headSeen{}, res.Err
-		}
-		return res.Val.(headSeen), nil
-	case <-ctx.Done():
-		return headSeen{}, ctx.Err()
-	}
 }
 
 // unchanged reports whether a poll of the send would find what its last

@@ -1,8 +1,11 @@
 package relayer
 
 import (
+	"context"
 	"slices"
 	"sync"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // leaders gathers concurrent calls under one key into batches: a call
@@ -81,4 +84,22 @@ func (l *leaders[K, T]) lead(key K, q *leadQueue[T], max int, run func(batch []T
 		batch[i] = c.item
 	}
 	run(batch)
+}
+
+// askShared is fn's answer, asked once for every concurrent caller with
+// the same key (g, a singleflight group): a burst of sends asks the node
+// one question instead of one each. A caller whose ctx ends stops waiting.
+func askShared[T any](ctx context.Context, g *singleflight.Group, key string, fn func() (T, error)) (T, error) {
+	ask := g.DoChan(key, func() (any, error) { return fn() })
+	select {
+	case res := <-ask:
+		if res.Err != nil {
+			var zero T
+			return zero, res.Err
+		}
+		return res.Val.(T), nil
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

@@ -41,24 +41,15 @@ func (r *Relayer) chainPending(ctx context.Context, b Backend, from common.Addre
 	if ok && time.Since(at) < nonceTrustTTL {
 		return 0, time.Time{}, nil
 	}
-	ask := r.asking.DoChan(fmt.Sprintf("%s/%d", from.Hex(), chainID), func() (any, error) {
+	a, err := askShared(ctx, &r.asking, fmt.Sprintf("%s/%d", from.Hex(), chainID), func() (pendingAnswer, error) {
 		asked := time.Now()
 		pending, err := b.PendingNonceAt(ctx, from)
 		if err != nil {
-			return nil, fmt.Errorf("pending nonce: %w", err)
+			return pendingAnswer{}, fmt.Errorf("pending nonce: %w", err)
 		}
 		return pendingAnswer{pending, asked}, nil
 	})
-	select {
-	case res := <-ask:
-		if res.Err != nil {
-			return 0, time.Time{}, res.Err
-		}
-		a := res.Val.(pendingAnswer)
-		return a.pending, a.asked, nil
-	case <-ctx.Done():
-		return 0, time.Time{}, ctx.Err()
-	}
+	return a.pending, a.asked, err
 }
 
 // trusted records that the wallet's stored next nonce is at least the
