@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func (b *testBundle) claimAll(t *testing.T, prefix string, n int) []uuid.UUID {
 	return ids
 }
 
-// firstStepAt returns when each run's first step was enqueued (its start).
+// firstStepAt returns when each run's first step was enqueued: when its
+// guard admitted it.
 func (b *testBundle) firstStepAt(t *testing.T, ids []uuid.UUID) []time.Time {
 	t.Helper()
 	out := make([]time.Time, len(ids))
@@ -202,7 +204,20 @@ workflows:
 		runs[i] = b.waitRun(t, id)
 		require.Equal(t, store.RunCompleted, runs[i].Status)
 	}
-	at := b.firstStepAt(t, ids)
+	// A step row's created_at is its transaction's start, which can precede
+	// a commit that transaction waited on; when /a was called is what
+	// "started" means for overlap.
+	at := make([]time.Time, len(ids))
+	for _, req := range b.recv.got("/a") {
+		for i, id := range ids {
+			if strings.Contains(req.Body, id.String()) {
+				at[i] = req.Arrived
+			}
+		}
+	}
+	for i := range at {
+		require.False(t, at[i].IsZero(), "run %d called /a", i)
+	}
 	// alice's runs never overlap, in claim order; bob's did not wait.
 	for _, pair := range [][2]int{{0, 1}, {1, 3}} {
 		require.False(t, at[pair[1]].Before(*runs[pair[0]].FinishedAt),
