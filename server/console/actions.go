@@ -6,9 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/rflow-dev/rflow/server/access"
 	"github.com/rflow-dev/rflow/store"
@@ -133,36 +133,51 @@ func (c *Console) viaAPI(w http.ResponseWriter, r *http.Request, sess *session, 
 	c.render(w, r, res.status, "error", sess, view{"Message": msg, "Back": call.Back})
 }
 
-// pause and resume do what `rflow workflows pause/resume` do. Both are
-// idempotent by nature (a flag; resuming starts only runs still waiting),
-// so a double submit changes nothing twice.
+// cancel sends POST /v1/runs/{id}/cancel through the command API with the
+// form's reason, as retry does: the API checks the reason (at most
+// store.MaxReasonLen characters) and the run's state (409 for a finished
+// run), and the form's key makes a double submit one cancellation.
+func (c *Console) cancel(w http.ResponseWriter, r *http.Request, sess *session) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.render(w, r, http.StatusBadRequest, "error", sess, view{"Message": "That is not a run id."})
+		return
+	}
+	c.reasoned(w, r, sess, "/v1/runs/"+id.String()+"/cancel", Prefix+"runs/"+id.String(), "The cancellation was refused.")
+}
+
+// pause and resume send POST /v1/workflows/{name}/pause|resume through the
+// command API, what `rflow workflows pause [--reason]` and `resume` do; a
+// pause keeps the form's reason (paused_reason).
 func (c *Console) pause(w http.ResponseWriter, r *http.Request, sess *session) {
-	c.setPaused(w, r, sess, func(name string) error {
-		return store.SetWorkflowPaused(r.Context(), c.cfg.Pool, c.cfg.Engine.Namespace().Qualify(name), true)
-	})
+	c.reasoned(w, r, sess, "/v1/workflows/"+url.PathEscape(r.PathValue("name"))+"/pause", Prefix+"workflows", "The pause was refused.")
 }
 
 func (c *Console) resume(w http.ResponseWriter, r *http.Request, sess *session) {
-	c.setPaused(w, r, sess, func(name string) error {
-		return pgx.BeginFunc(r.Context(), c.cfg.Pool, func(tx pgx.Tx) error {
-			_, err := c.cfg.Engine.ResumeWorkflowTx(r.Context(), tx, c.cfg.Engine.Namespace().Qualify(name))
-			return err
-		})
-	})
+	key, ok := c.formKey(w, r, sess)
+	if !ok {
+		return
+	}
+	c.viaAPI(w, r, sess, apiCall{Path: "/v1/workflows/" + url.PathEscape(r.PathValue("name")) + "/resume", Key: key,
+		Back: Prefix + "workflows", Refused: "The resume was refused."})
 }
 
-func (c *Console) setPaused(w http.ResponseWriter, r *http.Request, sess *session, act func(name string) error) {
-	name := r.PathValue("name")
-	err := act(name)
-	if errors.Is(err, store.ErrNotFound) {
-		c.render(w, r, http.StatusNotFound, "error", sess, view{"Message": "There is no workflow " + name + "."})
+// reasoned sends a command whose body is the form's reason ({"reason": …},
+// or no body when the field is empty) under the form's key.
+func (c *Console) reasoned(w http.ResponseWriter, r *http.Request, sess *session, path, back, refused string) {
+	key, ok := c.formKey(w, r, sess)
+	if !ok {
 		return
 	}
-	if err != nil {
-		c.fail(w, r, sess, err)
-		return
+	var body []byte
+	if reason := r.PostFormValue("reason"); reason != "" {
+		var err error
+		if body, err = json.Marshal(map[string]string{"reason": reason}); err != nil {
+			c.fail(w, r, sess, err)
+			return
+		}
 	}
-	http.Redirect(w, r, Prefix+"workflows", http.StatusSeeOther)
+	c.viaAPI(w, r, sess, apiCall{Path: path, Key: key, Body: body, Back: back, Refused: refused})
 }
 
 // recorder captures the command API's answer to an in-process request.

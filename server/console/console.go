@@ -29,7 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rflow-dev/rflow/server/access"
@@ -53,9 +52,6 @@ var staticFS embed.FS
 // Engine is what the console needs from the workflow engine (*jobs.Engine)
 // beyond the command API.
 type Engine interface {
-	// ResumeWorkflowTx unpauses a workflow and starts the runs claimed
-	// while it was paused, in tx (what `rflow workflows resume` does).
-	ResumeWorkflowTx(ctx context.Context, tx pgx.Tx, name string) (int, error)
 	// Namespace is the project's share of the database: the console shows
 	// and acts on its workflows only, under their local names.
 	Namespace() store.Namespace
@@ -68,9 +64,10 @@ type Engine interface {
 type Config struct {
 	Pool   *pgxpool.Pool
 	Engine Engine
-	// Commands is the /v1 command API (server's handler). The retry button
-	// is a POST /v1/runs/{id}/retry through it, so the console and the API
-	// are one command with one ledger.
+	// Commands is the /v1 command API (server's handler). Every button
+	// that acts (retry, cancel, pause, resume, run, approve) is a command
+	// through it, so the console and the API are one command with one
+	// ledger and one set of checks.
 	Commands http.Handler
 	// Keyring holds the tokens a person may log in with; without any the
 	// console is disabled (every page says how to enable it).
@@ -144,6 +141,7 @@ func New(cfg Config) (*Console, error) {
 	mux.Handle("GET /ui/workflows/{name}", c.page(c.workflowPage))
 	mux.Handle("POST /ui/workflows/{name}/run", c.mutation(workflow.RoleOperate, c.runIt))
 	mux.Handle("POST /ui/runs/{id}/retry", c.mutation(workflow.RoleOperate, c.retry))
+	mux.Handle("POST /ui/runs/{id}/cancel", c.mutation(workflow.RoleOperate, c.cancel))
 	mux.Handle("GET /ui/approvals", c.page(c.approvalsPage))
 	mux.Handle("POST /ui/approvals/{id}/approve", c.mutation(workflow.RoleApprove, c.decide("approve")))
 	mux.Handle("POST /ui/approvals/{id}/reject", c.mutation(workflow.RoleApprove, c.decide("reject")))

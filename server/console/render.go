@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/rflow-dev/rflow/redact"
 	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/workflow"
@@ -27,6 +29,8 @@ func parsePages() (map[string]*template.Template, error) {
 		"ts":    formatTime,
 		"dur":   duration,
 		"json":  prettyJSON,
+		// key is a fresh command key for a form (its Idempotency-Key).
+		"key": uuid.NewString,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
