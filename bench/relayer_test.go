@@ -328,6 +328,7 @@ func relayerSendRateVia(b *testing.B, q sendQueueing, via func(url string) strin
 		cpuPerSend("relayer", cpu, nodeStart, goStart)
 		order.print()
 		printRuns(b, direct)
+		printWaits(b, direct)
 	}
 	bal, err := eth.BalanceAt(ctx, to, nil)
 	require.NoError(b, err)
@@ -504,6 +505,24 @@ func printRuns(b *testing.B, pool *pgxpool.Pool) {
 			coalesce(max(cardinality(attempted_by)), 0)
 		FROM river.river_job WHERE kind = 'relayer_send'`).Scan(&first, &later, &maxRuns))
 	fmt.Printf("  relayer_send jobs: %d final in their first run, %d needed more (at most %d runs)\n", first, later, maxRuns)
+}
+
+// printWaits splits a send's p50 wait from queued to broadcast into its
+// job's wait to be fetched (River's attempted_at) and the rest (the
+// estimate, fees and the wallet's batch).
+func printWaits(b *testing.B, pool *pgxpool.Pool) {
+	var fetch, rest float64
+	require.NoError(b, pool.QueryRow(context.Background(), `SELECT
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM j.attempted_at - t.created_at)),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.broadcast_at - j.attempted_at))
+		FROM relayer.transactions t JOIN river.river_job j ON j.id = t.job_id`).Scan(&fetch, &rest))
+	fmt.Printf("  p50 queued→job fetched %.0f ms, fetched→broadcast %.0f ms\n", fetch*1000, rest*1000)
+	var hold, busy float64
+	require.NoError(b, pool.QueryRow(context.Background(), `SELECT
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finalized_at - attempted_at)),
+			sum(extract(epoch FROM finalized_at - attempted_at)) / extract(epoch FROM max(finalized_at) - min(attempted_at))
+		FROM river.river_job WHERE kind = 'relayer_send'`).Scan(&hold, &busy))
+	fmt.Printf("  relayer_send jobs: p50 fetched→finalized %.0f ms, %.1f running on average\n", hold*1000, busy)
 }
 
 // nodeCPU is the CPU time, so far, of the newest anvil this process

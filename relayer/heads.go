@@ -92,5 +92,6 @@ func (r *Relayer) looked(txID uuid.UUID, l lastLook) {
 func (r *Relayer) forget(txID uuid.UUID) {
 	r.mu.Lock()
 	delete(r.looks, txID)
+	delete(r.stalls, txID)
 	r.mu.Unlock()
 }

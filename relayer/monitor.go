@@ -103,6 +103,8 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		return r.replace(ctx, job, w, b, row, cur, "cancel")
 	case untaken(bs, *row.Nonce):
 		return r.resend(ctx, job, w, b, row, cur)
+	case used == nonce && r.stalled(ctx, w, b, row, cur, now):
+		return r.unstall(ctx, job, w, b, row, cur, bs)
 	case now.Sub(since) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, cur.Kind)
 	case cur.SentAt == nil:
@@ -496,6 +498,87 @@ func (r *Relayer) replace(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	r.log.Info("replacing stuck broadcast", "external_id", row.ExternalID, "kind", kind, "nonce", *row.Nonce,
 		"old_hash", cur.Hash, "new_hash", signed.Hash(), "price", next.price())
 	return r.sendAndSnooze(ctx, job, w, b, row, kind, signed)
+}
+
+// stallAfter is how long the wallet's next transaction may sit unmined,
+// accepted, before the relayer asks whether the node still means to mine
+// it (stalled): a few polls, at least stallAfterMin.
+func (r *Relayer) stallAfter() time.Duration { return max(4*r.cfg.PollInterval, stallAfterMin) }
+
+const stallAfterMin = 200 * time.Millisecond
+
+// stalled reports whether cur, the broadcast at the wallet's next nonce on
+// chain, was accepted stallAfter ago and the node's pending nonce does not
+// count it: the node holds nothing it will mine next at that nonce. A node
+// that dropped the bytes (evicted, restarted, or a provider's other node
+// behind a load balancer) says so this way, and so does anvil when a
+// transaction reached its pool while it was mining the one before: it
+// files it as waiting for that one, which is already mined, and never
+// mines it (foundry-rs/foundry#10122). Either would otherwise wait for
+// BumpAfter. The question is asked once per wallet and poll, whatever the
+// number of sends waiting behind.
+func (r *Relayer) stalled(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, now time.Time) bool {
+	if cur.SentAt == nil || now.Sub(*cur.SentAt) < r.stallAfter() {
+		return false
+	}
+	r.mu.Lock()
+	last, ok := r.stalls[row.TxID]
+	r.mu.Unlock()
+	if ok && now.Sub(last) < r.stallAfter() {
+		return false
+	}
+	pending, err := askShared(ctx, &r.asking, fmt.Sprintf("stall/%s/%d", w.Address().Hex(), row.ChainID), func() (uint64, error) {
+		return b.PendingNonceAt(ctx, w.Address())
+	})
+	return err == nil && pending <= uint64(*row.Nonce)
+}
+
+// unstall handles a stalled send (see stalled): it sends cur's bytes again,
+// which puts them back where the node dropped them. A node that answers it
+// has them already holds them where it will not mine them; a replacement
+// is a new transaction it files afresh, so the send is replaced now rather
+// than at BumpAfter, once per nonce (later bumps wait for BumpAfter, so a
+// provider whose pending nonce lags cannot walk the fees up).
+func (r *Relayer) unstall(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, bs []store.RelayerBroadcast) error {
+	signed, err := decodeRaw(cur.Raw)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if len(r.stalls) >= maxLooks {
+		clear(r.stalls)
+	}
+	r.stalls[row.TxID] = time.Now()
+	r.mu.Unlock()
+	class, sendErr := r.send(ctx, b, signed)
+	if class != sendKnown || atNonce(bs, *row.Nonce) > 1 {
+		r.log.Info("wallet's next transaction not pending at the node; sent again", "external_id", row.ExternalID,
+			"nonce", *row.Nonce, "hash", cur.Hash, "result", class.String())
+		if class.permanent() {
+			return r.refused(ctx, job, b, row, signed, class, sendErr)
+		}
+		if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
+			return err
+		}
+		if class == sendTipTooLow {
+			return r.meetMinimum(ctx, job, w, b, row, cur.Kind, signed, sendErr)
+		}
+		return river.JobSnooze(r.cfg.PollInterval)
+	}
+	r.log.Info("node holds the wallet's next transaction but not as pending; replacing it", "external_id", row.ExternalID,
+		"nonce", *row.Nonce, "hash", cur.Hash)
+	return r.replace(ctx, job, w, b, row, cur, cur.Kind)
+}
+
+// atNonce is how many broadcasts bs holds at nonce.
+func atNonce(bs []store.RelayerBroadcast, nonce int64) int {
+	n := 0
+	for _, b := range bs {
+		if b.Nonce == nonce {
+			n++
+		}
+	}
+	return n
 }
 
 // resend handles a send the node has never taken anything of at its nonce

@@ -1,0 +1,106 @@
+package relayer_test
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rflow-dev/rflow/relayer"
+)
+
+// losingNode is the node, except that it accepts the first transaction
+// sent and loses it (answers OK, passes nothing on): a node that evicted
+// it, or a provider whose node behind the load balancer never had it.
+// With stranded set, it answers re-sends of the lost bytes "already
+// known" and still passes nothing on: anvil filing a transaction that
+// came while it mined the one before as waiting for that one, for good.
+type losingNode struct {
+	*ethclient.Client
+	stranded bool
+
+	mu    sync.Mutex
+	lost  common.Hash
+	sends map[common.Hash]int
+}
+
+func (n *losingNode) SendTransaction(ctx context.Context, tx *types.Transaction) error {
+	n.mu.Lock()
+	if n.sends == nil {
+		n.sends = map[common.Hash]int{}
+	}
+	n.sends[tx.Hash()]++
+	first := n.lost == (common.Hash{})
+	if first {
+		n.lost = tx.Hash()
+	}
+	lost := tx.Hash() == n.lost
+	n.mu.Unlock()
+	switch {
+	case first:
+		return nil
+	case lost && n.stranded:
+		return errors.New("already known")
+	}
+	return n.Client.SendTransaction(ctx, tx)
+}
+
+func (n *losingNode) sent(h common.Hash) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sends[h]
+}
+
+// A send the node accepted and then lost is sent again, the same bytes,
+// once the node's pending nonce shows it holds nothing at the wallet's next
+// nonce: long before BumpAfter, and without a fee bump.
+func TestLostNextTransactionIsSentAgain(t *testing.T) {
+	t.Parallel()
+	node := &losingNode{}
+	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour},
+		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
+	to := freshAddress(t)
+	start := time.Now()
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
+	got := tb.waitFinal(t, ext(t, 0))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Less(t, time.Since(start), time.Minute, "not left to BumpAfter")
+	require.Equal(t, node.lost, got.Hash, "the lost bytes themselves were mined")
+	require.Equal(t, 2, node.sent(node.lost), "sent once, lost, sent again once")
+	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.Len(t, bs, 1, "no replacement")
+	require.Equal(t, uint64(1), tb.nonce(t))
+	require.Equal(t, int64(7), tb.balance(t, to).Int64())
+}
+
+// A send the node says it holds but never mines at the wallet's next nonce
+// (its pending nonce does not count it) is replaced at once, not after
+// BumpAfter, and stays one transaction.
+func TestStrandedNextTransactionIsReplaced(t *testing.T) {
+	t.Parallel()
+	node := &losingNode{stranded: true}
+	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour},
+		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
+	to := freshAddress(t)
+	start := time.Now()
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
+	got := tb.waitFinal(t, ext(t, 0))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.Less(t, time.Since(start), time.Minute, "not left to BumpAfter")
+	require.NotEqual(t, node.lost, got.Hash, "the replacement was mined")
+	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.Len(t, bs, 2, "the stranded bytes and one replacement")
+	require.Equal(t, bs[0].Nonce, bs[1].Nonce)
+	require.Equal(t, 1, tb.finalCalls(ext(t, 0)))
+	require.Equal(t, uint64(1), tb.nonce(t))
+	require.Equal(t, int64(7), tb.balance(t, to).Int64())
+}
