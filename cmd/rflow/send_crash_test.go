@@ -6,10 +6,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -66,6 +68,11 @@ func (c sendCrash) run(t *testing.T) ([]*store.Run, *pgxpool.Pool, *anviltest.No
 	enqueueManual(t, pool, config, c.sends)
 	startRflowWorkers(t, dbURL, config, c.point, c.workers).waitKilled(t, 60*time.Second)
 	p := startRflow(t, dbURL, config, "")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("where the sends stand:\n%s\nrestarted rflow's output:\n%s", sendsState(pool), p.out)
+		}
+	})
 	runs := waitAllDone(t, pool, c.sends, 90*time.Second)
 	p.stop(t)
 	require.Len(t, runs, c.sends)
@@ -74,6 +81,34 @@ func (c sendCrash) run(t *testing.T) ([]*store.Run, *pgxpool.Pool, *anviltest.No
 	require.NoError(t, err)
 	require.Equal(t, before+uint64(c.sends), after, "exactly one transaction per send")
 	return runs, pool, node, paid
+}
+
+// sendsState lists the runs and the relayer's sends, for a failure message.
+func sendsState(pool *pgxpool.Pool) string {
+	ctx := context.Background()
+	var out strings.Builder
+	for _, q := range []string{
+		`SELECT r.id || ' ' || r.status || coalesce(' ' || s.status, '') || coalesce(' error: ' || r.error, '')
+			FROM rflow.workflow_runs r LEFT JOIN rflow.step_runs s ON s.run_id = r.id ORDER BY r.created_at`,
+		`SELECT external_id || ' ' || status || ' nonce ' || coalesce(nonce::text, '-') || ' job ' || coalesce(job_id::text, '-') ||
+				coalesce(' error: ' || error, '') FROM relayer.transactions ORDER BY id`,
+		`SELECT id || ' ' || kind || ' ' || state || ' attempt ' || attempt || coalesce(' errors: ' || errors::text, '')
+			FROM river.river_job WHERE state <> 'completed' ORDER BY id`,
+	} {
+		rows, err := pool.Query(ctx, q)
+		if err != nil {
+			fmt.Fprintf(&out, "  (%v)\n", err)
+			continue
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			fmt.Fprintf(&out, "  (%v)\n", err)
+		}
+		for _, l := range lines {
+			fmt.Fprintf(&out, "  %s\n", l)
+		}
+	}
+	return out.String()
 }
 
 var deadAddress = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
