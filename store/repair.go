@@ -51,8 +51,7 @@ func joblessSQL(j Journal, ns Namespace, one bool) string {
 		from = `rflow.reorg_step_runs s JOIN rflow.reorg_runs rr ON rr.id = s.run_id JOIN rflow.workflow_runs o ON o.id = rr.run_id`
 	}
 	only, live, scope := "", "", ns.filter(name)
-	noJob := `NOT EXISTS (SELECT 1 FROM live WHERE live.run_id = ` + run + `.id::text AND live.step_key = s.step_key
-		        AND live.attempt = s.attempt)`
+	noJob := `NOT ((SELECT keys FROM live) ? jsonb_build_array(` + run + `.id::text, s.step_key, s.attempt)::text)`
 	if one {
 		scope = notRehearsal(name)
 		// One step: two probes of River's GIN index on args.
@@ -64,15 +63,21 @@ func joblessSQL(j Journal, ns Namespace, one bool) string {
 		             OR (s.attempt = 1 AND ` + run + `.attempt = 1
 		                 AND j.args @> jsonb_build_array(` + run + `.id::text, s.step_key || '/' || ` + gen + `))))`
 	} else {
-		// The scan: the step jobs not completed, read once and hashed,
-		// whichever args shape (StepArgs, or FirstStepArgs' [run id,
-		// "step/generation"] at attempt 1); a probe per pending step
-		// would read River's table once per step.
+		// The scan: the step jobs not completed, read once, whichever
+		// args shape (StepArgs, or FirstStepArgs' [run id,
+		// "step/generation"] at attempt 1), into one jsonb object whose
+		// keys are their [run id, step, attempt]; each pending step is a
+		// key lookup in it (a binary search). A probe per pending step
+		// would read River's table once per step, and an anti-join
+		// against the set is at the planner's mercy: on tables whose
+		// statistics lag a burst (a backlog claimed just before a boot)
+		// it chose a nested loop, pending steps × jobs.
 		live = `WITH live AS MATERIALIZED (
-		  SELECT CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END AS run_id,
-		         CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
-		              ELSE j.args->>'step_key' END AS step_key,
-		         CASE WHEN jsonb_typeof(j.args) = 'array' THEN 1 ELSE (j.args->>'attempt')::int END AS attempt
+		  SELECT coalesce(jsonb_object_agg(jsonb_build_array(
+		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END,
+		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
+		                ELSE j.args->>'step_key' END,
+		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN 1 ELSE (j.args->>'attempt')::int END)::text, true), '{}') AS keys
 		  FROM river.river_job j
 		  WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed')`
 	}
