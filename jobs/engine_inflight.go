@@ -10,7 +10,8 @@ import (
 
 // InFlight describes what this process is working now, for a shutdown to
 // say what it waits for: the total and, for at most limit of them, "run
-// <id> step <key>" for a step, else the job's kind (a relayer batch, say).
+// <id> step <key>" for a step (the step a job carries inline, not the
+// one it started with), else the job's kind (a relayer batch, say).
 func (e *Engine) InFlight(ctx context.Context, limit int) ([]string, int, error) {
 	jobs, total, err := store.InFlightJobs(ctx, e.pool, e.client.ID(), limit)
 	if err != nil {
@@ -24,16 +25,22 @@ func (e *Engine) InFlight(ctx context.Context, limit int) ([]string, int, error)
 }
 
 func describeJob(j store.InFlightJob) string {
+	step := func(run fmt.Stringer, key string) string {
+		if j.Carried != "" {
+			key = j.Carried
+		}
+		return fmt.Sprintf("run %s step %s", run, key)
+	}
 	switch j.Kind {
 	case StepArgs{}.Kind():
 		var a StepArgs
 		if json.Unmarshal(j.Args, &a) == nil {
-			return fmt.Sprintf("run %s step %s", a.RunID, a.StepKey)
+			return step(a.RunID, a.StepKey)
 		}
 	case FirstStepArgs{}.Kind():
 		var a FirstStepArgs
 		if json.Unmarshal(j.Args, &a) == nil {
-			return fmt.Sprintf("run %s step %s", a.RunID, a.StepKey)
+			return step(a.RunID, a.StepKey)
 		}
 	}
 	return j.Kind

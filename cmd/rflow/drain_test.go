@@ -13,6 +13,51 @@ import (
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
+// carriedSlowProject's slow step is the second, which the first step's
+// job carries inline.
+const carriedSlowProject = `
+name: restart
+workflows:
+  - name: pipeline
+    trigger: { manual: {} }
+    steps:
+      - id: a
+        http_call: { method: POST, url: "%[1]s/fast" }
+      - id: b
+        http_call: { method: POST, url: "%[1]s/slow" }
+`
+
+// SIGTERM while a carried step is in flight: the shutdown names the step
+// being worked, not the one its job started with.
+func TestShutdownNamesTheCarriedStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newOverlapSink(t, 3*time.Second)
+	config := writeConfig(t, fmt.Sprintf(carriedSlowProject, s.URL))
+	dbURL := storetest.URL(t)
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	p := startRflowArgs(t, nil, "--database-url", dbURL, "--log-level", "info", "start", "-c", config)
+	enqueueWorkflowRuns(t, pool, config, "pipeline", "c", 1)
+	s.waitActive(t, 1)
+	var carried int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs WHERE step_key = 'b' AND carrier_job IS NOT NULL`).Scan(&carried))
+	require.Equal(t, 1, carried, "step b is carried by step a's job")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
+	}
+	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
+	out := p.out.String()
+	require.Contains(t, out, "in_flight=1", out)
+	require.Regexp(t, `run [0-9a-f-]{36} step b"`, out, "it names the carried step")
+	require.NotRegexp(t, `run [0-9a-f-]{36} step a"`, out)
+}
+
 // SIGTERM while 4 s steps are in flight: rflow says what it waits for,
 // lets them finish and journal, and exits 0; the next process re-runs
 // nothing of them.
