@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/riverqueue/river"
 
 	"github.com/rflow-dev/rflow/store"
@@ -103,10 +104,10 @@ func (r *Relayer) monitor(ctx context.Context, job *river.Job[SendArgs], w *Wall
 		return r.replace(ctx, job, w, b, row, cur, "cancel")
 	case untaken(bs, *row.Nonce):
 		return r.resend(ctx, job, w, b, row, cur)
-	case used == nonce && r.stalled(ctx, w, b, row, cur, now):
-		return r.unstall(ctx, job, w, b, row, cur, bs)
 	case now.Sub(since) >= r.cfg.BumpAfter:
 		return r.replace(ctx, job, w, b, row, cur, cur.Kind)
+	case used == nonce && r.stalled(ctx, w, b, row, cur, now):
+		return r.unstall(ctx, job, w, b, row, cur, bs)
 	case cur.SentAt == nil:
 		signed, err := decodeRaw(cur.Raw)
 		if err != nil {
@@ -515,16 +516,24 @@ const stallAfterMin = 200 * time.Millisecond
 // transaction reached its pool while it was mining the one before: it
 // files it as waiting for that one, which is already mined, and never
 // mines it (foundry-rs/foundry#10122). Either would otherwise wait for
-// BumpAfter. The question is asked once per wallet and poll, whatever the
-// number of sends waiting behind.
+// BumpAfter. The question is asked at most once per stallAfter for the
+// send (and shared by concurrent polls of the wallet), whatever the number
+// of sends waiting behind.
 func (r *Relayer) stalled(ctx context.Context, w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, now time.Time) bool {
 	if cur.SentAt == nil || now.Sub(*cur.SentAt) < r.stallAfter() {
 		return false
 	}
 	r.mu.Lock()
 	last, ok := r.stalls[row.TxID]
+	due := !ok || now.Sub(last) >= r.stallAfter()
+	if due {
+		if len(r.stalls) >= maxLooks {
+			clear(r.stalls)
+		}
+		r.stalls[row.TxID] = now
+	}
 	r.mu.Unlock()
-	if ok && now.Sub(last) < r.stallAfter() {
+	if !due {
 		return false
 	}
 	pending, err := askShared(ctx, &r.asking, fmt.Sprintf("stall/%s/%d", w.Address().Hex(), row.ChainID), func() (uint64, error) {
@@ -534,24 +543,20 @@ func (r *Relayer) stalled(ctx context.Context, w *Wallet, b Backend, row *store.
 }
 
 // unstall handles a stalled send (see stalled): it sends cur's bytes again,
-// which puts them back where the node dropped them. A node that answers it
-// has them already holds them where it will not mine them; a replacement
-// is a new transaction it files afresh, so the send is replaced now rather
-// than at BumpAfter, once per nonce (later bumps wait for BumpAfter, so a
-// provider whose pending nonce lags cannot walk the fees up).
+// which puts them back where the node dropped them. A node that mines each
+// transaction on arrival (anvil, Hardhat: see minesOnArrival) and answers
+// that it has them already holds them where it will not mine them; a
+// replacement is a new transaction it files afresh, so the send is
+// replaced now rather than at BumpAfter, once per nonce. Any other node is
+// left to BumpAfter: a provider whose pending count lags its mempool would
+// otherwise pay a bump for every send.
 func (r *Relayer) unstall(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, cur *store.RelayerBroadcast, bs []store.RelayerBroadcast) error {
 	signed, err := decodeRaw(cur.Raw)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
-	if len(r.stalls) >= maxLooks {
-		clear(r.stalls)
-	}
-	r.stalls[row.TxID] = time.Now()
-	r.mu.Unlock()
 	class, sendErr := r.send(ctx, b, signed)
-	if class != sendKnown || atNonce(bs, *row.Nonce) > 1 {
+	if class != sendKnown || atNonce(bs, *row.Nonce) > 1 || !r.minesOnArrival(ctx, b, uint64(row.ChainID)) {
 		r.log.Info("wallet's next transaction not pending at the node; sent again", "external_id", row.ExternalID,
 			"nonce", *row.Nonce, "hash", cur.Hash, "result", class.String())
 		if class.permanent() {
@@ -568,6 +573,55 @@ func (r *Relayer) unstall(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	r.log.Info("node holds the wallet's next transaction but not as pending; replacing it", "external_id", row.ExternalID,
 		"nonce", *row.Nonce, "hash", cur.Hash)
 	return r.replace(ctx, job, w, b, row, cur, cur.Kind)
+}
+
+// minesOnArrival reports whether chain chainID's node mines every
+// transaction as it arrives (anvil's and Hardhat's automine), asked once:
+// anvil_getAutomine, then hardhat_getAutomine. A node that knows neither
+// (every production node and provider) does not.
+func (r *Relayer) minesOnArrival(ctx context.Context, b Backend, chainID uint64) bool {
+	r.mu.Lock()
+	auto, known := r.automine[chainID]
+	r.mu.Unlock()
+	if known {
+		return auto
+	}
+	var call func(ctx context.Context, result any, method string) error
+	if bc := r.batchOf(b, chainID); bc != nil {
+		call = func(ctx context.Context, result any, method string) error {
+			elems := []rpc.BatchElem{{Method: method, Result: result}}
+			if err := bc.BatchCallContext(ctx, elems); err != nil {
+				return err
+			}
+			return elems[0].Error
+		}
+	} else if c, ok := b.(interface{ Client() *rpc.Client }); ok {
+		call = func(ctx context.Context, result any, method string) error {
+			return c.Client().CallContext(ctx, result, method)
+		}
+	} else {
+		return false
+	}
+	answered := false
+	for _, method := range []string{"anvil_getAutomine", "hardhat_getAutomine"} {
+		var on bool
+		err := call(ctx, &on, method)
+		if ctx.Err() != nil {
+			return false // not answered: ask again next time
+		}
+		if err == nil {
+			auto, answered = on, true
+			break
+		}
+		var rpcErr rpc.Error
+		answered = answered || errors.As(err, &rpcErr) // the node said no such method
+	}
+	if answered {
+		r.mu.Lock()
+		r.automine[chainID] = auto
+		r.mu.Unlock()
+	}
+	return auto
 }
 
 // atNonce is how many broadcasts bs holds at nonce.

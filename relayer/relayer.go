@@ -145,7 +145,8 @@ type Relayer struct {
 	estimates leaders[uint64, *estimateCall]
 	heads     map[uint64]headSeen     // by chain id; see chainHead
 	looks     map[uuid.UUID]lastLook  // sends' last polls; see unchanged
-	stalls    map[uuid.UUID]time.Time // when a stalled send was last sent again; see unstall
+	stalls    map[uuid.UUID]time.Time // when a send was last checked for a stall; see stalled
+	automine  map[uint64]bool         // whether a chain's node mines each transaction on arrival; see minesOnArrival
 	// batchSizes are the batch sizes each chain's node takes (see batchOf).
 	batchSizes map[uint64]*rpcbatch.Size
 	asking     singleflight.Group // shared questions: see chainPending, chainHead, market
@@ -159,7 +160,7 @@ func New(cfg Config) (*Relayer, error) {
 		return nil, errors.New("relayer: Config.Pool is required")
 	}
 	r := &Relayer{cfg: cfg, log: cfg.Logger, fault: cfg.Fault, quotes: map[uint64]quote{}, minimums: map[uint64]learned{}, synced: map[walletChain]time.Time{},
-		heads: map[uint64]headSeen{}, looks: map[uuid.UUID]lastLook{}, stalls: map[uuid.UUID]time.Time{}, batchSizes: map[uint64]*rpcbatch.Size{}}
+		heads: map[uint64]headSeen{}, looks: map[uuid.UUID]lastLook{}, stalls: map[uuid.UUID]time.Time{}, automine: map[uint64]bool{}, batchSizes: map[uint64]*rpcbatch.Size{}}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}

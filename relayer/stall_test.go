@@ -11,8 +11,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/relayer"
 )
 
@@ -50,6 +52,18 @@ func (n *losingNode) SendTransaction(ctx context.Context, tx *types.Transaction)
 		return errors.New("already known")
 	}
 	return n.Client.SendTransaction(ctx, tx)
+}
+
+// BatchCallContext passes batches on (how the relayer asks the node what
+// it is), except one with sends in it, which it refuses whole, so each
+// send comes through SendTransaction.
+func (n *losingNode) BatchCallContext(ctx context.Context, batch []rpc.BatchElem) error {
+	for _, e := range batch {
+		if e.Method == "eth_sendRawTransaction" {
+			return errors.New("losingNode: sends one at a time")
+		}
+	}
+	return n.Client.Client().BatchCallContext(ctx, batch)
 }
 
 func (n *losingNode) sent(h common.Hash) int {
@@ -101,6 +115,31 @@ func TestStrandedNextTransactionIsReplaced(t *testing.T) {
 	require.Len(t, bs, 2, "the stranded bytes and one replacement")
 	require.Equal(t, bs[0].Nonce, bs[1].Nonce)
 	require.Equal(t, 1, tb.finalCalls(ext(t, 0)))
+	require.Equal(t, uint64(1), tb.nonce(t))
+	require.Equal(t, int64(7), tb.balance(t, to).Int64())
+}
+
+// On a node that mines blocks on its own clock rather than each
+// transaction on arrival, "already known" for bytes its pending count
+// leaves out is not taken as stranded (a provider's pending count may lag
+// its mempool): the send waits for BumpAfter as any stuck send, and is
+// then replaced, one transaction all the same.
+func TestStrandedOnABlockClockWaitsForTheBump(t *testing.T) {
+	t.Parallel()
+	node := &losingNode{stranded: true}
+	const bumpAfter = 2 * time.Second
+	tb := setup(t, setupOpts{node: anviltest.Options{BlockTime: 200 * time.Millisecond}, config: relayer.Config{BumpAfter: bumpAfter},
+		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
+	to := freshAddress(t)
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
+	got := tb.waitFinal(t, ext(t, 0))
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	require.NotEqual(t, node.lost, got.Hash, "the replacement was mined")
+	require.Greater(t, node.sent(node.lost), 1, "the lost bytes were sent again first")
+	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.Len(t, bs, 2)
+	require.GreaterOrEqual(t, bs[1].CreatedAt.Sub(bs[0].CreatedAt), bumpAfter, "replaced at BumpAfter, not before")
 	require.Equal(t, uint64(1), tb.nonce(t))
 	require.Equal(t, int64(7), tb.balance(t, to).Int64())
 }
