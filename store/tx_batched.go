@@ -11,12 +11,12 @@ import (
 )
 
 // BeginBatchedFunc runs fn in a transaction as pgx.BeginFunc does, except
-// that the BEGIN is sent with the transaction's first statement when that
-// is a batch, instead of in a round trip of its own. A step's outcome
-// transaction opens with its outcome batch (Writes.Send): one round trip
-// fewer a step. A transaction that opens with another statement sends its
-// BEGIN first, as pgx does. Nested transactions (savepoints) are not
-// supported.
+// that the BEGIN is sent with the transaction's first statement (a batch,
+// Exec, Query or QueryRow) in one request, instead of in a round trip of
+// its own: a step's outcome transaction opens with its outcome batch
+// (Writes.Send), a parked step's with its job's completion. One round trip
+// fewer a transaction. CopyFrom and Prepare send the BEGIN first, as pgx
+// does. Nested transactions (savepoints) are not supported.
 func BeginBatchedFunc(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
@@ -106,24 +106,94 @@ func (t *batchedTx) Prepare(ctx context.Context, name, sql string) (*pgconn.Stat
 }
 
 func (t *batchedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := t.begin(ctx); err != nil {
-		return pgconn.CommandTag{}, err
+	if t.begun {
+		return t.conn.Exec(ctx, sql, args...)
 	}
-	return t.conn.Exec(ctx, sql, args...)
+	br := t.withBegin(ctx, sql, args)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
 func (t *batchedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.begin(ctx); err != nil {
+	if t.begun {
+		return t.conn.Query(ctx, sql, args...)
+	}
+	br := t.withBegin(ctx, sql, args)
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
 		return nil, err
 	}
-	return t.conn.Query(ctx, sql, args...)
+	return &batchRows{Rows: rows, br: br}, nil
 }
 
 func (t *batchedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.begin(ctx); err != nil {
+	rows, err := t.Query(ctx, sql, args...)
+	if err != nil {
 		return errRow{err}
 	}
-	return t.conn.QueryRow(ctx, sql, args...)
+	return firstRow{rows}
+}
+
+// withBegin sends sql as the transaction's first statement, its BEGIN
+// before it in the same request.
+func (t *batchedTx) withBegin(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.SendBatch(ctx, b)
+}
+
+// batchRows is the rows of a transaction's first statement, sent with its
+// BEGIN: closing them ends the request too.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// firstRow is the pgx.Row of rows, as pgx's QueryRow makes it: the first
+// row scanned, pgx.ErrNoRows if there is none, the rows closed.
+type firstRow struct{ rows pgx.Rows }
+
+func (r firstRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
 }
 
 func (t *batchedTx) Conn() *pgx.Conn { return t.conn }

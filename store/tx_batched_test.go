@@ -20,7 +20,8 @@ import (
 // batch is a transaction all the same: what fn wrote commits with it, or
 // none of it when fn fails, whether it opened with a batch or a statement;
 // a failing statement in the opening batch rolls the whole back and leaves
-// the connection usable; the BEGIN's round trip is saved.
+// the connection usable; the BEGIN's round trip is saved, whatever the
+// opening statement (a batch, Exec, Query, QueryRow), except CopyFrom's.
 func TestBeginBatchedFunc(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -105,9 +106,91 @@ func TestBeginBatchedFunc(t *testing.T) {
 	}
 	require.Equal(t, 3, count("f0")+count("f1")+count("f2"))
 
+	// Opened by a Query, then a QueryRow: one transaction, rows read
+	// whole, and it commits.
+	var xids []int64
+	require.NoError(t, store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `INSERT INTO public.bt (k) VALUES ('g1'), ('g2') RETURNING pg_current_xact_id()::text::bigint`)
+		if err != nil {
+			return err
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		xids = append(xids, got...)
+		var x int64
+		if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x); err != nil {
+			return err
+		}
+		xids = append(xids, x)
+		return nil
+	}))
+	require.Len(t, xids, 3)
+	require.Equal(t, xids[0], xids[2], "one transaction")
+	require.Equal(t, 1, count("g1"))
+	require.Equal(t, 1, count("g2"))
+
+	// Opened by a QueryRow that finds nothing: pgx.ErrNoRows, and the
+	// transaction goes on.
+	require.NoError(t, store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error {
+		var k string
+		if err := tx.QueryRow(ctx, `SELECT k FROM public.bt WHERE k = 'nobody'`).Scan(&k); !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("want ErrNoRows, got %v", err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO public.bt (k) VALUES ('h')`)
+		return err
+	}))
+	require.Equal(t, 1, count("h"))
+
+	// Opened by a failing Exec, QueryRow or Query: the error, nothing
+	// commits, and the connections still work.
+	for i, open := range []func(tx pgx.Tx) error{
+		func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO public.bt (k) VALUES ('a')`)
+			return err
+		},
+		func(tx pgx.Tx) error {
+			var k string
+			return tx.QueryRow(ctx, `INSERT INTO public.bt (k) VALUES ('a') RETURNING k`).Scan(&k)
+		},
+		func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `INSERT INTO public.bt (k) VALUES ('a') RETURNING k`)
+			if err != nil {
+				return err
+			}
+			_, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		},
+	} {
+		err := store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := open(tx); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO public.bt (k) VALUES ('i%d')`, i))
+			return err
+		})
+		require.Error(t, err, "case %d", i)
+		require.Zero(t, count(fmt.Sprint("i", i)))
+	}
+	for i := range 3 {
+		require.NoError(t, store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO public.bt (k) VALUES ($1)`, fmt.Sprint("j", i))
+			return err
+		}))
+	}
+	require.Equal(t, 3, count("j0")+count("j1")+count("j2"))
+
+	// Opened by CopyFrom: its BEGIN goes alone, and it commits.
+	require.NoError(t, store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"public", "bt"}, []string{"k"}, pgx.CopyFromRows([][]any{{"k1"}}))
+		return err
+	}))
+	require.Equal(t, 1, count("k1"))
+
 	// A BEGIN sent on its own is a query of its own; one sent with the
-	// opening batch is not.
-	require.Equal(t, int64(1), begins.Load(), "only the transaction opened by a statement sent its BEGIN alone")
+	// opening statement, a batch or not, is not.
+	require.Equal(t, int64(1), begins.Load(), "only the transaction opened by CopyFrom sent its BEGIN alone")
 }
 
 // beginCounter counts BEGINs sent as statements of their own.
