@@ -31,6 +31,7 @@ import (
 
 	"github.com/rflow-dev/rflow/chain/anviltest"
 	"github.com/rflow-dev/rflow/relayer"
+	"github.com/rflow-dev/rflow/store"
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
@@ -157,7 +158,8 @@ type queueStepWorker struct {
 }
 
 func (w *queueStepWorker) Work(ctx context.Context, job *river.Job[queueStepArgs]) error {
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	// A transaction as the engine's step jobs open theirs (jobs: fencedTx).
+	return store.BeginBatchedFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := queueOne(ctx, tx, w.r, job.Args.I); err != nil {
 			return err
 		}
@@ -197,7 +199,8 @@ func queueSends(ctx context.Context, pool *pgxpool.Pool, client *river.Client[pg
 	for range relayerWorkers {
 		go func() {
 			for i := range next {
-				if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return queue(tx, i) }); err != nil {
+				// A step's transaction, as the engine opens it (jobs: fencedTx).
+				if err := store.BeginBatchedFunc(ctx, pool, func(tx pgx.Tx) error { return queue(tx, i) }); err != nil {
 					errs <- err
 					return
 				}
