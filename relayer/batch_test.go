@@ -140,11 +140,11 @@ func TestBurstOfOneWalletIsBatched(t *testing.T) {
 	for i, n := range nonces {
 		require.Equal(t, int64(i), n)
 	}
-	// Each signed transaction went to the node once. A loaded node can
-	// leave a transaction unmined past BumpAfter (anvil, taking a batch's
-	// calls out of order, sometimes does), and its replacement is a
-	// signed transaction of its own, recorded before it is sent: so the
-	// node saw exactly the recorded broadcasts, each once.
+	// What went to the node is what was recorded before it was sent. A
+	// loaded anvil sometimes strands a transaction that reaches it while
+	// it mines the one before (see stalled, monitor.go): its bytes are
+	// then sent again and replaced, the replacement recorded first. With
+	// no replacement, each send's bytes went exactly once.
 	var recorded []string
 	rows, err = tb.pool.Query(context.Background(), `SELECT hash FROM relayer.broadcasts WHERE sent_at IS NOT NULL`)
 	require.NoError(t, err)
@@ -152,12 +152,16 @@ func TestBurstOfOneWalletIsBatched(t *testing.T) {
 	require.NoError(t, err)
 	counter.mu.Lock()
 	for _, h := range recorded {
-		require.Equal(t, 1, counter.hashes[h], "broadcast %s sent once", h)
+		require.GreaterOrEqual(t, counter.hashes[h], 1, "recorded broadcast %s was sent", h)
+	}
+	for h := range counter.hashes {
+		require.Contains(t, recorded, h, "nothing was sent that was not recorded first")
 	}
 	counter.mu.Unlock()
-	require.Equal(t, int64(len(recorded)), counter.sends.Load(), "each signed transaction sent once")
-	if len(recorded) > sends {
-		t.Logf("%d of the sends were replaced after BumpAfter", len(recorded)-sends)
+	if len(recorded) == sends {
+		require.Equal(t, int64(sends), counter.sends.Load(), "each send's bytes sent once")
+	} else {
+		t.Logf("%d stranded sends were replaced (%d sends in all)", len(recorded)-sends, counter.sends.Load())
 	}
 	require.Greater(t, counter.largest.Load(), int64(1), "some sends shared a request")
 	require.Less(t, counter.requests.Load(), int64(sends))
