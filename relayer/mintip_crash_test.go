@@ -38,13 +38,27 @@ func TestCrashWhileMeetingNodeMinimumSendsOnce(t *testing.T) {
 	for i, point := range []string{"relayer.after-send", "relayer.before-resend-at-minimum", "relayer.before-resend-at-minimum:3"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
-			node := startMinimumGeth(t)
-			spec := childSpec{DatabaseURL: storetest.URL(t), RPC: node.URL, KeyIndex: 1 + i, ChainID: gethtest.ChainID, OneTx: i == 2}
-			for j := range 4 {
-				spec.Sends = append(spec.Sends, childSend{ExternalID: fmt.Sprintf("rflow:mintip-crash:%s:%d", point, j),
-					To: freshAddress(t), Value: fmt.Sprint(1000 + j)})
+			var node *gethtest.Node
+			var spec childSpec
+			for attempt := 1; ; attempt++ {
+				node = startMinimumGeth(t)
+				spec = childSpec{DatabaseURL: storetest.URL(t), RPC: node.URL, KeyIndex: 1 + i, ChainID: gethtest.ChainID, OneTx: i == 2}
+				for j := range 4 {
+					spec.Sends = append(spec.Sends, childSend{ExternalID: fmt.Sprintf("rflow:mintip-crash:%s:%d", point, j),
+						To: freshAddress(t), Value: fmt.Sprint(1000 + j)})
+				}
+				err := startChild(t, spec, point)
+				// The third point needs three sends refused together; a
+				// send that reached its wallet's batch after the first
+				// refusal is priced at the minimum learned from it and
+				// never meets it, so a run can end with fewer. Try again.
+				if err == nil && i == 2 && attempt < 5 {
+					t.Logf("attempt %d: fewer than 3 sends met the minimum together; again", attempt)
+					continue
+				}
+				requireKilled(t, err)
+				break
 			}
-			requireKilled(t, startChild(t, spec, point))
 			require.NoError(t, startChild(t, spec, ""))
 			eth := node.Client()
 			assertSentOnce(t, eth, spec, 0)
