@@ -223,16 +223,8 @@ func canonical(ctx context.Context, b Backend, number *big.Int, hash common.Hash
 // accepted. Re-sending the same bytes would be "already known" had the node
 // got them.
 func untaken(bs []store.RelayerBroadcast, nonce int64) bool {
-	n := 0
-	for _, b := range bs {
-		if b.Nonce == nonce {
-			if b.SentAt != nil || b.Kind != "send" {
-				return false
-			}
-			n++
-		}
-	}
-	return n == 1
+	cur := latestAt(bs, nonce)
+	return atNonce(bs, nonce) == 1 && cur.SentAt == nil && cur.Kind == "send"
 }
 
 // latestAt is the newest broadcast at nonce, or nil.
@@ -555,20 +547,13 @@ func (r *Relayer) unstall(ctx context.Context, job *river.Job[SendArgs], w *Wall
 	if err != nil {
 		return err
 	}
+	// The node took these bytes once (the send is broadcast), so admit
+	// has nothing to gate: sendAndSnooze without it.
 	class, sendErr := r.send(ctx, b, signed)
 	if class != sendKnown || atNonce(bs, *row.Nonce) > 1 || !r.minesOnArrival(ctx, b, uint64(row.ChainID)) {
 		r.log.Info("wallet's next transaction not pending at the node; sent again", "external_id", row.ExternalID,
 			"nonce", *row.Nonce, "hash", cur.Hash, "result", class.String())
-		if class.permanent() {
-			return r.refused(ctx, job, b, row, signed, class, sendErr)
-		}
-		if err := r.recordSend(ctx, r.cfg.Pool, row.TxID, job.ID, signed.Hash(), class, sendErr); err != nil {
-			return err
-		}
-		if class == sendTipTooLow {
-			return r.meetMinimum(ctx, job, w, b, row, cur.Kind, signed, sendErr)
-		}
-		return river.JobSnooze(r.cfg.PollInterval)
+		return r.afterSend(ctx, job, w, b, row, cur.Kind, signed, class, sendErr, false)
 	}
 	r.log.Info("node holds the wallet's next transaction but not as pending; replacing it", "external_id", row.ExternalID,
 		"nonce", *row.Nonce, "hash", cur.Hash)
@@ -578,7 +563,8 @@ func (r *Relayer) unstall(ctx context.Context, job *river.Job[SendArgs], w *Wall
 // minesOnArrival reports whether chain chainID's node mines every
 // transaction as it arrives (anvil's and Hardhat's automine), asked once:
 // anvil_getAutomine, then hardhat_getAutomine. A node that knows neither
-// (every production node and provider) does not.
+// (every production node and provider), or a backend that takes no
+// JSON-RPC batches, does not.
 func (r *Relayer) minesOnArrival(ctx context.Context, b Backend, chainID uint64) bool {
 	r.mu.Lock()
 	auto, known := r.automine[chainID]
@@ -586,26 +572,18 @@ func (r *Relayer) minesOnArrival(ctx context.Context, b Backend, chainID uint64)
 	if known {
 		return auto
 	}
-	var call func(ctx context.Context, result any, method string) error
-	if bc := r.batchOf(b, chainID); bc != nil {
-		call = func(ctx context.Context, result any, method string) error {
-			elems := []rpc.BatchElem{{Method: method, Result: result}}
-			if err := bc.BatchCallContext(ctx, elems); err != nil {
-				return err
-			}
-			return elems[0].Error
-		}
-	} else if c, ok := b.(interface{ Client() *rpc.Client }); ok {
-		call = func(ctx context.Context, result any, method string) error {
-			return c.Client().CallContext(ctx, result, method)
-		}
-	} else {
+	bc := r.batchOf(b, chainID)
+	if bc == nil {
 		return false
 	}
 	answered := false
 	for _, method := range []string{"anvil_getAutomine", "hardhat_getAutomine"} {
 		var on bool
-		err := call(ctx, &on, method)
+		elems := []rpc.BatchElem{{Method: method, Result: &on}}
+		err := bc.BatchCallContext(ctx, elems)
+		if err == nil {
+			err = elems[0].Error
+		}
 		if ctx.Err() != nil {
 			return false // not answered: ask again next time
 		}
@@ -685,6 +663,12 @@ func (r *Relayer) sendAndSnooze(ctx context.Context, job *river.Job[SendArgs], w
 		return err
 	}
 	class, sendErr := r.send(ctx, b, signed)
+	return r.afterSend(ctx, job, w, b, row, kind, signed, class, sendErr, reclaimed)
+}
+
+// afterSend is sendAndSnooze once the node has answered signed with class.
+func (r *Relayer) afterSend(ctx context.Context, job *river.Job[SendArgs], w *Wallet, b Backend, row *store.RelayerTx, kind string,
+	signed *types.Transaction, class sendClass, sendErr error, reclaimed bool) error {
 	if class.permanent() {
 		return r.refused(ctx, job, b, row, signed, class, sendErr)
 	}

@@ -72,27 +72,39 @@ func (n *losingNode) sent(h common.Hash) int {
 	return n.sends[h]
 }
 
+// sendThrough sends 7 wei with the relayer on node (wrapping the bundle's
+// anvil, started with opts) and config, and returns the confirmed send,
+// its broadcasts and how long it took, after checking it is one
+// transaction, paid once.
+func sendThrough(t *testing.T, node *losingNode, opts anviltest.Options, config relayer.Config) (*relayer.Transaction, []relayer.Broadcast, time.Duration) {
+	t.Helper()
+	tb := setup(t, setupOpts{node: opts, config: config,
+		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
+	to := freshAddress(t)
+	start := time.Now()
+	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
+	got := tb.waitFinal(t, ext(t, 0))
+	took := time.Since(start)
+	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
+	require.NoError(t, err)
+	require.Equal(t, 1, tb.finalCalls(ext(t, 0)))
+	require.Equal(t, uint64(1), tb.nonce(t))
+	require.Equal(t, int64(7), tb.balance(t, to).Int64())
+	return got, bs, took
+}
+
 // A send the node accepted and then lost is sent again, the same bytes,
 // once the node's pending nonce shows it holds nothing at the wallet's next
 // nonce: long before BumpAfter, and without a fee bump.
 func TestLostNextTransactionIsSentAgain(t *testing.T) {
 	t.Parallel()
 	node := &losingNode{}
-	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour},
-		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
-	to := freshAddress(t)
-	start := time.Now()
-	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
-	got := tb.waitFinal(t, ext(t, 0))
-	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-	require.Less(t, time.Since(start), time.Minute, "not left to BumpAfter")
+	got, bs, took := sendThrough(t, node, anviltest.Options{}, relayer.Config{BumpAfter: time.Hour})
+	require.Less(t, took, time.Minute, "not left to BumpAfter")
 	require.Equal(t, node.lost, got.Hash, "the lost bytes themselves were mined")
 	require.Equal(t, 2, node.sent(node.lost), "sent once, lost, sent again once")
-	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
-	require.NoError(t, err)
 	require.Len(t, bs, 1, "no replacement")
-	require.Equal(t, uint64(1), tb.nonce(t))
-	require.Equal(t, int64(7), tb.balance(t, to).Int64())
 }
 
 // A send the node says it holds but never mines at the wallet's next nonce
@@ -101,22 +113,11 @@ func TestLostNextTransactionIsSentAgain(t *testing.T) {
 func TestStrandedNextTransactionIsReplaced(t *testing.T) {
 	t.Parallel()
 	node := &losingNode{stranded: true}
-	tb := setup(t, setupOpts{config: relayer.Config{BumpAfter: time.Hour},
-		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
-	to := freshAddress(t)
-	start := time.Now()
-	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
-	got := tb.waitFinal(t, ext(t, 0))
-	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
-	require.Less(t, time.Since(start), time.Minute, "not left to BumpAfter")
+	got, bs, took := sendThrough(t, node, anviltest.Options{}, relayer.Config{BumpAfter: time.Hour})
+	require.Less(t, took, time.Minute, "not left to BumpAfter")
 	require.NotEqual(t, node.lost, got.Hash, "the replacement was mined")
-	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
-	require.NoError(t, err)
 	require.Len(t, bs, 2, "the stranded bytes and one replacement")
 	require.Equal(t, bs[0].Nonce, bs[1].Nonce)
-	require.Equal(t, 1, tb.finalCalls(ext(t, 0)))
-	require.Equal(t, uint64(1), tb.nonce(t))
-	require.Equal(t, int64(7), tb.balance(t, to).Int64())
 }
 
 // On a node that mines blocks on its own clock rather than each
@@ -128,18 +129,9 @@ func TestStrandedOnABlockClockWaitsForTheBump(t *testing.T) {
 	t.Parallel()
 	node := &losingNode{stranded: true}
 	const bumpAfter = 2 * time.Second
-	tb := setup(t, setupOpts{node: anviltest.Options{BlockTime: 200 * time.Millisecond}, config: relayer.Config{BumpAfter: bumpAfter},
-		backend: func(c *ethclient.Client) relayer.Backend { node.Client = c; return node }})
-	to := freshAddress(t)
-	tb.queue(t, relayer.Request{ExternalID: ext(t, 0), Wallet: "ops", ChainID: chainID, To: to, Value: big.NewInt(7)})
-	got := tb.waitFinal(t, ext(t, 0))
-	require.Equal(t, relayer.StatusConfirmed, got.Status, got.Error)
+	got, bs, _ := sendThrough(t, node, anviltest.Options{BlockTime: 200 * time.Millisecond}, relayer.Config{BumpAfter: bumpAfter})
 	require.NotEqual(t, node.lost, got.Hash, "the replacement was mined")
 	require.Greater(t, node.sent(node.lost), 1, "the lost bytes were sent again first")
-	bs, err := tb.r.Broadcasts(context.Background(), got.TxID)
-	require.NoError(t, err)
 	require.Len(t, bs, 2)
 	require.GreaterOrEqual(t, bs[1].CreatedAt.Sub(bs[0].CreatedAt), bumpAfter, "replaced at BumpAfter, not before")
-	require.Equal(t, uint64(1), tb.nonce(t))
-	require.Equal(t, int64(7), tb.balance(t, to).Int64())
 }

@@ -26,8 +26,7 @@ func InFlightJobs(ctx context.Context, db DBTX, clientID string, limit int) ([]I
 		SELECT j.kind, j.args, coalesce(c.step_key, ''), count(*) OVER () FROM river.river_job j
 		LEFT JOIN LATERAL (
 			SELECT s.step_key FROM rflow.step_runs s
-			WHERE j.kind IN ('rflow.step', 'rflow.step.first')
-			  AND s.run_id = (CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END)::uuid
+			WHERE `+isStepJob+` AND s.run_id = (`+stepJobRun+`)::uuid
 			  AND s.carrier_job = j.id
 			ORDER BY s.created_at DESC LIMIT 1) c ON true
 		WHERE j.state = 'running' AND j.attempted_by[array_upper(j.attempted_by, 1)] = $1

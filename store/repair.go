@@ -58,7 +58,7 @@ func joblessSQL(j Journal, ns Namespace, one bool) string {
 		only = `AND ` + run + `.id = $2 AND s.step_key = $3 AND ` + run + `.attempt = $4 AND s.attempt = $5`
 		noJob = `NOT EXISTS (
 		      SELECT 1 FROM river.river_job j
-		      WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed'
+		      WHERE ` + isStepJob + ` AND j.state <> 'completed'
 		        AND (j.args @> jsonb_build_object('run_id', ` + run + `.id, 'step_key', s.step_key, 'attempt', s.attempt)
 		             OR (s.attempt = 1 AND ` + run + `.attempt = 1
 		                 AND j.args @> jsonb_build_array(` + run + `.id::text, s.step_key || '/' || ` + gen + `))))`
@@ -73,13 +73,10 @@ func joblessSQL(j Journal, ns Namespace, one bool) string {
 		// statistics lag a burst (a backlog claimed just before a boot)
 		// it chose a nested loop, pending steps × jobs.
 		live = `WITH live AS MATERIALIZED (
-		  SELECT coalesce(jsonb_object_agg(jsonb_build_array(
-		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END,
-		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
-		                ELSE j.args->>'step_key' END,
+		  SELECT coalesce(jsonb_object_agg(jsonb_build_array(` + stepJobRun + `, ` + stepJobStep + `,
 		           CASE WHEN jsonb_typeof(j.args) = 'array' THEN 1 ELSE (j.args->>'attempt')::int END)::text, true), '{}') AS keys
 		  FROM river.river_job j
-		  WHERE j.kind IN ('rflow.step', 'rflow.step.first') AND j.state <> 'completed')`
+		  WHERE ` + isStepJob + ` AND j.state <> 'completed')`
 	}
 	return live + `
 		SELECT ` + run + `.id, ` + name + `, ` + gen + `, ` + run + `.attempt, s.step_key, s.attempt, s.wake_at

@@ -8,6 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The SQL of River job j as a step job: whether it is one, and its run id
+// and step key whichever its args' shape (jobs.StepArgs' object, or
+// jobs.FirstStepArgs' [run id, "step/generation"]).
+const (
+	isStepJob   = `j.kind IN ('rflow.step', 'rflow.step.first')`
+	stepJobRun  = `CASE WHEN jsonb_typeof(j.args) = 'array' THEN j.args->>0 ELSE j.args->>'run_id' END`
+	stepJobStep = `CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
+		ELSE j.args->>'step_key' END`
+)
+
 // StepJobs maps each step key of journal id (a run, or an on_reorg
 // response) to the newest River job that ran or will run it, for the
 // console's links into River UI. Jobs River has already cleaned away are
@@ -17,10 +27,9 @@ import (
 // job of the step before it links that job (its carrier_job).
 func StepJobs(ctx context.Context, db DBTX, id uuid.UUID) (map[string]int64, error) {
 	rows, err := db.Query(ctx, `
-		SELECT CASE WHEN jsonb_typeof(j.args) = 'array' THEN regexp_replace(j.args->>1, '/[^/]*$', '')
-		            ELSE j.args->>'step_key' END, max(j.id)
+		SELECT `+stepJobStep+`, max(j.id)
 		FROM `+RiverSchema+`.river_job j
-		WHERE j.kind IN ('rflow.step', 'rflow.step.first')
+		WHERE `+isStepJob+`
 		  AND (j.args @> jsonb_build_object('run_id', $1::text) OR j.args ? $1::text)
 		GROUP BY 1
 		UNION ALL

@@ -13,6 +13,46 @@ import (
 	"github.com/rflow-dev/rflow/store/storetest"
 )
 
+// slowStart is `rflow start` working runs whose /slow call is in flight.
+type slowStart struct {
+	p      *proc
+	pool   *pgxpool.Pool
+	sink   *overlapSink
+	config string
+	dbURL  string
+}
+
+// startSlow starts `rflow start` on project (its calls to a sink whose
+// /slow answers after delay), claims n runs keyed prefix… and waits until
+// n calls are being answered.
+func startSlow(t *testing.T, project string, delay time.Duration, prefix string, n int) slowStart {
+	t.Helper()
+	d := slowStart{sink: newOverlapSink(t, delay), dbURL: storetest.URL(t)}
+	d.config = writeConfig(t, fmt.Sprintf(project, d.sink.URL))
+	pool, err := pgxpool.New(context.Background(), d.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d.pool = pool
+	d.p = startRflowArgs(t, nil, "--database-url", d.dbURL, "--log-level", "info", "start", "-c", d.config)
+	enqueueWorkflowRuns(t, pool, d.config, "pipeline", prefix, n)
+	d.sink.waitActive(t, n)
+	return d
+}
+
+// drain sends SIGTERM and requires a drained exit 0 within 30 s; it
+// returns the process's output.
+func (p *proc) drain(t *testing.T) string {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
+	}
+	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
+	return p.out.String()
+}
+
 // carriedSlowProject's slow step is the second, which the first step's
 // job carries inline.
 const carriedSlowProject = `
@@ -32,27 +72,13 @@ workflows:
 func TestShutdownNamesTheCarriedStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newOverlapSink(t, 3*time.Second)
-	config := writeConfig(t, fmt.Sprintf(carriedSlowProject, s.URL))
-	dbURL := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	p := startRflowArgs(t, nil, "--database-url", dbURL, "--log-level", "info", "start", "-c", config)
-	enqueueWorkflowRuns(t, pool, config, "pipeline", "c", 1)
-	s.waitActive(t, 1)
+	d := startSlow(t, carriedSlowProject, 3*time.Second, "c", 1)
+	pool, p := d.pool, d.p
 	var carried int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs WHERE step_key = 'b' AND carrier_job IS NOT NULL`).Scan(&carried))
 	require.Equal(t, 1, carried, "step b is carried by step a's job")
 
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
-	}
-	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
-	out := p.out.String()
+	out := p.drain(t)
 	require.Contains(t, out, "in_flight=1", out)
 	require.Regexp(t, `run [0-9a-f-]{36} step b"`, out, "it names the carried step")
 	require.NotRegexp(t, `run [0-9a-f-]{36} step a"`, out)
@@ -64,26 +90,12 @@ func TestShutdownNamesTheCarriedStep(t *testing.T) {
 func TestShutdownDrainsStepsInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newOverlapSink(t, 4*time.Second)
-	config := writeConfig(t, fmt.Sprintf(restartProject, s.URL))
-	dbURL := storetest.URL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	p := startRflowArgs(t, nil, "--database-url", dbURL, "--log-level", "info", "start", "-c", config)
-	enqueueWorkflowRuns(t, pool, config, "pipeline", "d", 2)
-	s.waitActive(t, 2)
+	d := startSlow(t, restartProject, 4*time.Second, "d", 2)
+	pool, s, config, dbURL := d.pool, d.sink, d.config, d.dbURL
 
 	sent := time.Now()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
-	}
-	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
+	out := d.p.drain(t)
 	require.GreaterOrEqual(t, time.Since(sent), 2*time.Second, "it waited for the steps")
-	out := p.out.String()
 	require.Contains(t, out, "in_flight=2", out)
 	require.Regexp(t, `run [0-9a-f-]{36} step a`, out, "it names what it waits for")
 	require.Contains(t, out, "stopped: everything in flight reached its journal")
