@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,20 +38,6 @@ func startSlow(t *testing.T, project string, delay time.Duration, prefix string,
 	return d
 }
 
-// drain sends SIGTERM and requires a drained exit 0 within 30 s; it
-// returns the process's output.
-func (p *proc) drain(t *testing.T) string {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("rflow did not drain and exit; output:\n%s", p.out)
-	}
-	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "output:\n%s", p.out)
-	return p.out.String()
-}
-
 // carriedSlowProject's slow step is the second, which the first step's
 // job carries inline.
 const carriedSlowProject = `
@@ -78,7 +63,8 @@ func TestShutdownNamesTheCarriedStep(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rflow.step_runs WHERE step_key = 'b' AND carrier_job IS NOT NULL`).Scan(&carried))
 	require.Equal(t, 1, carried, "step b is carried by step a's job")
 
-	out := p.drain(t)
+	p.stop(t)
+	out := p.out.String()
 	require.Contains(t, out, "in_flight=1", out)
 	require.Regexp(t, `run [0-9a-f-]{36} step b"`, out, "it names the carried step")
 	require.NotRegexp(t, `run [0-9a-f-]{36} step a"`, out)
@@ -94,7 +80,8 @@ func TestShutdownDrainsStepsInFlight(t *testing.T) {
 	pool, s, config, dbURL := d.pool, d.sink, d.config, d.dbURL
 
 	sent := time.Now()
-	out := d.p.drain(t)
+	d.p.stop(t)
+	out := d.p.out.String()
 	require.GreaterOrEqual(t, time.Since(sent), 2*time.Second, "it waited for the steps")
 	require.Contains(t, out, "in_flight=2", out)
 	require.Regexp(t, `run [0-9a-f-]{36} step a`, out, "it names what it waits for")
